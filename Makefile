@@ -1,0 +1,29 @@
+# The two set-up commands for a fresh machine are `make bench` and `make test`.
+GO       ?= go
+BIN      := bin
+export CGO_ENABLED := 0
+
+.PHONY: all build bench test vet fmt-check fuzz gpu-build gpu-test clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/roseinfer ./cmd/roseinfer
+	$(GO) build -o $(BIN)/bench ./cmd/bench
+
+# The main job on the embedded default: roseinfer on CPU with the built-in tiny
+# model, the bundled Azure conversation trace, three load scales, then a summary.
+bench: build
+	$(BIN)/bench online --scales 0.4,0.8,1.6
+
+vet:
+	$(GO) vet ./...
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+test: fmt-check vet build
+	$(GO) test -count=1 -timeout 30m ./...
+
+clean:
+	rm -rf $(BIN)
