@@ -1,5 +1,7 @@
 package kvcache
 
+import "slices"
+
 // Table is one sequence's block table: the physical blocks covering its
 // positions, block i holding positions [i*B, (i+1)*B). The zero value is an
 // empty table. Only the Pool changes it.
@@ -25,4 +27,12 @@ func (t *Table) reset() {
 	t.blocks = t.blocks[:0]
 	t.numHashedBlocks = 0
 	t.lastHash = 0
+}
+
+// Grow makes room for numBlocks blocks without reallocating, so a sequence
+// whose final length is known up front never allocates while it decodes.
+func (t *Table) Grow(numBlocks int) {
+	if numBlocks > cap(t.blocks) {
+		t.blocks = slices.Grow(t.blocks, numBlocks-len(t.blocks))
+	}
 }
