@@ -1,0 +1,130 @@
+// Package sim is a device whose forward is a fixed delay and whose tokens are
+// a pure function of (seed, index). Everything else — server, scheduler, KV
+// cache — is real, which makes it the ground truth the harness is tested
+// against: with a step of D, every inter-token latency of a decoding stream
+// should be D.
+//
+// It holds no KV storage and does no work per token beyond a hash, so the
+// step cost does not grow with the number of concurrent streams.
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/roseinfer/roseinfer/engine/device"
+)
+
+// Options configure a simulated device.
+type Options struct {
+	StepDuration    time.Duration // every Forward takes at least this long
+	PrefillPerToken time.Duration // added per prefill token in the batch
+	VocabSize       int           // tokens are drawn from [0, VocabSize)
+	EOS             int32         // never drawn unless EOSAt says so
+	// EOSAt, when set, makes the token a sequence draws at sampleIndex EOS
+	// (unless EOS is banned for it). nil: EOS never appears.
+	EOSAt func(seed uint64, sampleIndex int) bool
+}
+
+// Device implements device.Device.
+type Device struct {
+	opts Options
+	// spin is how long before a deadline Forward stops sleeping and busy-waits.
+	// It adapts to how late the OS wakes us (tens of µs on an idle machine,
+	// a millisecond or more on a loaded one), so steps end on time to a few µs
+	// without spinning longer than needed.
+	spin time.Duration
+}
+
+const (
+	minSpin = 100 * time.Microsecond
+	maxSpin = 3 * time.Millisecond
+)
+
+// New makes a simulated device.
+func New(opts Options) (*Device, error) {
+	if opts.VocabSize < 2 {
+		return nil, fmt.Errorf("sim: vocabulary needs at least 2 tokens, got %d", opts.VocabSize)
+	}
+	if opts.StepDuration < 0 || opts.PrefillPerToken < 0 {
+		return nil, errors.New("sim: negative step duration")
+	}
+	return &Device{opts: opts, spin: 2 * minSpin}, nil
+}
+
+// Name is "sim".
+func (d *Device) Name() string { return "sim" }
+
+// Close does nothing; the device holds no resources.
+func (d *Device) Close() error { return nil }
+
+// Forward samples one token per sequence that asks for one and returns once
+// StepDuration plus PrefillPerToken per prefill token has passed since the
+// call began. A prefill token is any token fed other than a decode's single
+// token.
+func (d *Device) Forward(b *device.Batch, out []device.Sampled) ([]device.Sampled, error) {
+	start := time.Now()
+	out = out[:0]
+	numPrefillTokens := 0
+	for i := range b.Seqs {
+		seq := &b.Seqs[i]
+		isDecode := len(seq.Tokens) == 1 && seq.Sample && seq.SampleIndex > 0
+		if !isDecode {
+			numPrefillTokens += len(seq.Tokens)
+		}
+		if !seq.Sample {
+			out = append(out, device.Sampled{Token: -1})
+			continue
+		}
+		s := device.Sampled{Token: d.Token(seq.Params.Seed, seq.SampleIndex, seq.BannedToken)}
+		if seq.WantLogprob {
+			s.Logprob = -1
+		}
+		out = append(out, s)
+	}
+	d.waitUntil(start.Add(d.opts.StepDuration + time.Duration(numPrefillTokens)*d.opts.PrefillPerToken))
+	return out, nil
+}
+
+// Token is the token a sequence with seed draws at sampleIndex, never banned
+// and never EOS unless Options.EOSAt asks for it.
+func (d *Device) Token(seed uint64, sampleIndex int, banned int32) int32 {
+	if d.opts.EOSAt != nil && banned != d.opts.EOS && d.opts.EOSAt(seed, sampleIndex) {
+		return d.opts.EOS
+	}
+	vocab := uint64(d.opts.VocabSize)
+	tok := int32(mix(seed+uint64(sampleIndex)*0x9e3779b97f4a7c15) % vocab)
+	for tok == d.opts.EOS || tok == banned {
+		tok = int32((uint64(tok) + 1) % vocab)
+	}
+	return tok
+}
+
+// mix is the splitmix64 finalizer.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+// waitUntil sleeps until shortly before deadline, then spins the rest: timer
+// wake-ups are late by tens of µs to milliseconds, a spin is late by nothing.
+func (d *Device) waitUntil(deadline time.Time) {
+	if sleep := time.Until(deadline) - d.spin; sleep > 0 {
+		wake := time.Now().Add(sleep)
+		time.Sleep(sleep)
+		late := time.Since(wake)
+		switch {
+		case late > d.spin/2:
+			d.spin = min(maxSpin, 2*late) // woke late: spin longer from now on
+		default:
+			d.spin = max(minSpin, d.spin-d.spin/32) // woke early enough: creep back
+		}
+	}
+	for time.Now().Before(deadline) {
+	}
+}
