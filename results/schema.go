@@ -97,6 +97,9 @@ type Request struct {
 	UsagePromptTokens     *int          `json:"usage_prompt_tokens,omitempty"`
 	UsageCompletionTokens *int          `json:"usage_completion_tokens,omitempty"`
 	ServerTiming          *ServerTiming `json:"server_timing,omitempty"`
+	// TokenCountSource says how chunk_tokens were known: token_ids,
+	// continuous_usage, server_total (exact); tokenizer, chunks (approximate).
+	TokenCountSource string `json:"token_count_source,omitempty"`
 }
 
 // Run is one scale (and round) of one backend.
