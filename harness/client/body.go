@@ -24,8 +24,8 @@ func (e Endpoint) Path() string {
 // Params is what one request asks for, independent of the server.
 type Params struct {
 	Model        string
-	PromptTokens []int  // sent as a token-id array unless the quirks say text
-	PromptText   string // text that round-trips to PromptTokens; used for chat and text-only servers
+	PromptTokens []int32 // sent as a token-id array unless the quirks say text
+	PromptText   string  // text that round-trips to PromptTokens; used for chat and text-only servers
 	MaxTokens    int
 	Temperature  float64
 	TopP         float64

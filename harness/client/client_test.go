@@ -356,7 +356,7 @@ func TestServerTimingAndBody(t *testing.T) {
 		data(`{"choices":[{"text":"","finish_reason":"length"}],"usage":{"completion_tokens":1},"server_timing":{"queued_s":0.001,"first_scheduled_s":0.002,"token_s":[0.0125],"finished_s":0.013}}`),
 		data(`[DONE]`),
 	})
-	req, err := BuildBody(Params{Model: "gpt2", PromptTokens: []int{1, 2, 3}, MaxTokens: 1, Temperature: 0.7, TopP: 0.9, TopK: 50, IgnoreEOS: true}, Roseinfer)
+	req, err := BuildBody(Params{Model: "gpt2", PromptTokens: []int32{1, 2, 3}, MaxTokens: 1, Temperature: 0.7, TopP: 0.9, TopK: 50, IgnoreEOS: true}, Roseinfer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +386,7 @@ func TestServerTimingAndBody(t *testing.T) {
 }
 
 func TestBuildBodyQuirks(t *testing.T) {
-	p := Params{Model: "m", PromptTokens: []int{5}, PromptText: "hi", MaxTokens: 8, Temperature: 0, TopP: 1, TopK: -1, IgnoreEOS: true}
+	p := Params{Model: "m", PromptTokens: []int32{5}, PromptText: "hi", MaxTokens: 8, Temperature: 0, TopP: 1, TopK: -1, IgnoreEOS: true}
 	tests := []struct {
 		name   string
 		q      Quirks
