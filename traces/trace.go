@@ -132,17 +132,18 @@ const maxSniffBytes = 1 << 20
 
 // Parse reads a trace from r; name is used in error messages.
 func Parse(r io.Reader, name string, opts Options) (*Trace, error) {
-	br := bufio.NewReaderSize(r, maxSniffBytes)
 	format := opts.Format
 	if format == FormatAuto {
-		first, err := firstLine(br)
+		first, whole, err := firstLine(r)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		if format, err = Detect(first); err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
+		r = whole
 	}
+	br := bufio.NewReader(r)
 	var rows []Row
 	var err error
 	switch format {
@@ -164,23 +165,39 @@ func Parse(r io.Reader, name string, opts Options) (*Trace, error) {
 	return &Trace{Name: name, Format: format, Rows: rows}, nil
 }
 
-// firstLine returns the first non-blank line without consuming input.
-func firstLine(br *bufio.Reader) ([]byte, error) {
-	buf, err := br.Peek(maxSniffBytes) // short read at EOF: the whole input
-	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("read trace: %w", err)
-	}
-	for len(buf) > 0 {
-		line, rest, found := bytes.Cut(buf, []byte{'\n'})
-		if !found && len(buf) == maxSniffBytes {
-			return nil, fmt.Errorf("first line longer than %d bytes; name the format", maxSniffBytes)
+// firstLine returns the first non-blank line, and a reader that still yields
+// the whole input (what was read to find the line, then the rest of r).
+func firstLine(r io.Reader) ([]byte, io.Reader, error) {
+	var buf []byte
+	chunk := make([]byte, 32<<10)
+	for start := 0; ; {
+		n, err := r.Read(chunk)
+		buf = append(buf, chunk[:n]...)
+		atEOF := errors.Is(err, io.EOF)
+		if err != nil && !atEOF {
+			return nil, nil, fmt.Errorf("read trace: %w", err)
 		}
-		if trimmed := bytes.TrimSpace(bytes.TrimPrefix(line, utf8BOM)); len(trimmed) > 0 {
-			return trimmed, nil
+		for {
+			i := bytes.IndexByte(buf[start:], '\n')
+			if i < 0 && !atEOF {
+				break // the line goes on past what we have read
+			}
+			end := len(buf)
+			if i >= 0 {
+				end = start + i
+			}
+			if line := bytes.TrimSpace(bytes.TrimPrefix(buf[start:end], utf8BOM)); len(line) > 0 {
+				return line, io.MultiReader(bytes.NewReader(buf), r), nil
+			}
+			if i < 0 {
+				return nil, nil, errors.New("empty trace")
+			}
+			start = end + 1
 		}
-		buf = rest
+		if len(buf)-start > maxSniffBytes {
+			return nil, nil, fmt.Errorf("first line longer than %d bytes; name the format", maxSniffBytes)
+		}
 	}
-	return nil, errors.New("empty trace")
 }
 
 // Detect names the format of a trace from its first non-empty line: a JSON
