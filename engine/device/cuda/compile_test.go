@@ -1,0 +1,35 @@
+package cuda
+
+import (
+	"errors"
+	"testing"
+)
+
+// TestKernelsCompile compiles every kernel file with NVRTC for Hopper and
+// Ampere. NVRTC needs no GPU, so this runs wherever libnvrtc is installed and
+// catches CUDA C errors before a GPU machine is involved; it skips otherwise.
+func TestKernelsCompile(t *testing.T) {
+	nv, err := loadNVRTC()
+	if errors.Is(err, errNotFound) {
+		t.Skipf("no NVRTC here: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, headers, err := kernelSources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, arch := range []string{"sm_90", "sm_80"} {
+		for name, src := range files {
+			cubin, err := nv.compileCubin(name, src, headers, arch, nil)
+			if err != nil {
+				t.Errorf("%s for %s (NVRTC %d.%d): %v", name, arch, nv.major, nv.minor, err)
+				continue
+			}
+			if len(cubin) < 100 {
+				t.Errorf("%s for %s: cubin of %d bytes", name, arch, len(cubin))
+			}
+		}
+	}
+}

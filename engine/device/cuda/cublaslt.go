@@ -1,0 +1,231 @@
+package cuda
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+)
+
+// cuBLASLt constants (cublasLt.h, library_types.h).
+const (
+	computeType32F = 68 // CUBLAS_COMPUTE_32F: fp32 accumulate
+	dataR32F       = 0  // CUDA_R_32F
+	dataR16F       = 2  // CUDA_R_16F
+
+	opN = 0
+	opT = 1
+
+	descAttrTransA     = 3
+	descAttrTransB     = 4
+	descAttrEpilogue   = 7
+	descAttrBiasPtr    = 8
+	layoutAttrType     = 0
+	prefAttrMaxWSBytes = 1
+
+	epilogueDefault  = 1
+	epilogueBias     = 4
+	epilogueGeluBias = 36 // GELU (tanh approximation, GPT-2's gelu_new) after the bias
+
+	heuristicResultBytes = 96 // algo [8]uint64, size_t workspace, int32 state, float waves, int32[4]
+	gemmWorkspaceBytes   = 32 << 20
+)
+
+// blasLt is the cuBLASLt handle plus one plan (descriptors + the algorithm
+// the heuristic chose) per GEMM shape, so the heuristic runs once per shape
+// instead of on every call (cublasLtMatmul with algo=NULL spends ~14 µs of
+// host time re-running it).
+type blasLt struct {
+	drv    *driver
+	handle uintptr
+	ws     devPtr
+	arena  *cArena // alpha/beta scalars and algo blobs: stable C memory
+
+	create, destroy, matmul                    uintptr
+	descCreate, descDestroy, descSet           uintptr
+	layoutCreate, layoutDestroy                uintptr
+	prefCreate, prefDestroy, prefSet, heuristc uintptr
+
+	one, zero uintptr // float32 1 and 0 in the arena
+	plans     map[gemmKey]*gemmPlan
+}
+
+// gemmKey is everything the chosen algorithm depends on.
+type gemmKey struct {
+	n, k, oc, ldd  int
+	epilogue       int
+	outType        int
+	accumulate     bool
+	alignedBiasPtr bool
+}
+
+type gemmPlan struct {
+	desc, a, b, d uintptr
+	algo          uintptr // pointer into the arena
+}
+
+func loadBlasLt(drv *driver) (*blasLt, error) {
+	lib, err := openLibrary("libcublasLt (cuBLASLt)",
+		[]string{"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so.11", "libcublasLt.so"}, false)
+	if err != nil {
+		return nil, err
+	}
+	b := &blasLt{drv: drv, plans: map[gemmKey]*gemmPlan{}}
+	err = lib.symbols(map[*uintptr][]string{
+		&b.create:        {"cublasLtCreate"},
+		&b.destroy:       {"cublasLtDestroy"},
+		&b.matmul:        {"cublasLtMatmul"},
+		&b.descCreate:    {"cublasLtMatmulDescCreate"},
+		&b.descDestroy:   {"cublasLtMatmulDescDestroy"},
+		&b.descSet:       {"cublasLtMatmulDescSetAttribute"},
+		&b.layoutCreate:  {"cublasLtMatrixLayoutCreate"},
+		&b.layoutDestroy: {"cublasLtMatrixLayoutDestroy"},
+		&b.prefCreate:    {"cublasLtMatmulPreferenceCreate"},
+		&b.prefDestroy:   {"cublasLtMatmulPreferenceDestroy"},
+		&b.prefSet:       {"cublasLtMatmulPreferenceSetAttribute"},
+		&b.heuristc:      {"cublasLtMatmulAlgoGetHeuristic"},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if b.arena, err = newCArena(8 << 20); err != nil { // ~80k plans; pages are touched only when used
+		return nil, err
+	}
+	if err := b.status("cublasLtCreate", b.call(b.create, uintptr(unsafe.Pointer(&b.handle)))); err != nil {
+		return nil, err
+	}
+	p, _ := b.arena.alloc(8)
+	*(*float32)(p) = 1
+	b.one = uintptr(p)
+	p, _ = b.arena.alloc(8)
+	*(*float32)(p) = 0
+	b.zero = uintptr(p)
+	if b.ws, err = drv.memAlloc(gemmWorkspaceBytes); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *blasLt) call(fn uintptr, args ...uintptr) uintptr {
+	r, _, _ := purego.SyscallN(fn, args...)
+	return r
+}
+
+func (b *blasLt) status(what string, r uintptr) error {
+	if int32(r) != 0 {
+		return fmt.Errorf("cuda: %s: cublasStatus %d", what, int32(r))
+	}
+	return nil
+}
+
+func (b *blasLt) setDesc(desc uintptr, attr int, v int32) error {
+	return b.status("cublasLtMatmulDescSetAttribute", b.call(b.descSet, desc, uintptr(attr), uintptr(unsafe.Pointer(&v)), 4))
+}
+
+// plan returns the cached plan for key, building descriptors and asking the
+// heuristic on first use.
+func (b *blasLt) plan(key gemmKey, bias devPtr) (*gemmPlan, error) {
+	if p, ok := b.plans[key]; ok {
+		return p, nil
+	}
+	p := &gemmPlan{}
+	if err := b.status("cublasLtMatmulDescCreate", b.call(b.descCreate, uintptr(unsafe.Pointer(&p.desc)), computeType32F, dataR32F)); err != nil {
+		return nil, err
+	}
+	if err := b.setDesc(p.desc, descAttrTransA, opT); err != nil {
+		return nil, err
+	}
+	if err := b.setDesc(p.desc, descAttrTransB, opN); err != nil {
+		return nil, err
+	}
+	if err := b.setDesc(p.desc, descAttrEpilogue, int32(key.epilogue)); err != nil {
+		return nil, err
+	}
+	if key.epilogue != epilogueDefault {
+		bp := uintptr(bias)
+		if err := b.status("set bias", b.call(b.descSet, p.desc, descAttrBiasPtr, uintptr(unsafe.Pointer(&bp)), 8)); err != nil {
+			return nil, err
+		}
+	}
+	// Column-major view of row-major tensors: D(oc x n) = W(k x oc)^T * X(k x n).
+	mk := func(dst *uintptr, typ, rows, cols, ld int) error {
+		return b.status("cublasLtMatrixLayoutCreate", b.call(b.layoutCreate, uintptr(unsafe.Pointer(dst)), uintptr(typ), uintptr(rows), uintptr(cols), uintptr(ld)))
+	}
+	if err := mk(&p.a, dataR16F, key.k, key.oc, key.k); err != nil {
+		return nil, err
+	}
+	if err := mk(&p.b, dataR16F, key.k, key.n, key.k); err != nil {
+		return nil, err
+	}
+	if err := mk(&p.d, key.outType, key.oc, key.n, key.ldd); err != nil {
+		return nil, err
+	}
+	var pref uintptr
+	if err := b.status("cublasLtMatmulPreferenceCreate", b.call(b.prefCreate, uintptr(unsafe.Pointer(&pref)))); err != nil {
+		return nil, err
+	}
+	defer b.call(b.prefDestroy, pref)
+	ws := uint64(gemmWorkspaceBytes)
+	if err := b.status("set workspace", b.call(b.prefSet, pref, prefAttrMaxWSBytes, uintptr(unsafe.Pointer(&ws)), 8)); err != nil {
+		return nil, err
+	}
+	res, err := b.arena.alloc(heuristicResultBytes)
+	if err != nil {
+		return nil, err
+	}
+	var count int32
+	r := b.call(b.heuristc, b.handle, p.desc, p.a, p.b, p.d, p.d, pref, 1, uintptr(res), uintptr(unsafe.Pointer(&count)))
+	if err := b.status("cublasLtMatmulAlgoGetHeuristic", r); err != nil || count == 0 {
+		return nil, fmt.Errorf("cuda: cuBLASLt has no algorithm for n=%d k=%d oc=%d epilogue=%d out=%d: %v", key.n, key.k, key.oc, key.epilogue, key.outType, err)
+	}
+	p.algo = uintptr(res) // the first 64 bytes of the result are the algo
+	b.plans[key] = p
+	return p, nil
+}
+
+// gemm computes out(n, oc) = inp(n, k) @ w(oc, k)^T [+ bias(oc)] [gelu] [+ out],
+// all row-major; inp and w fp16, out fp16 or fp32 (outType), fp32 accumulate.
+// accumulate adds the existing out (beta = 1): the residual add, fused.
+func (b *blasLt) gemm(stream uintptr, out devPtr, outType, ldd int, inp, w, bias devPtr, n, k, oc, epilogue int, accumulate bool) error {
+	if n == 0 {
+		return nil
+	}
+	key := gemmKey{n: n, k: k, oc: oc, ldd: ldd, epilogue: epilogue, outType: outType, accumulate: accumulate, alignedBiasPtr: bias%16 == 0}
+	p, err := b.plan(key, bias)
+	if err != nil {
+		return err
+	}
+	if epilogue != epilogueDefault {
+		bp := uintptr(bias)
+		if err := b.status("set bias", b.call(b.descSet, p.desc, descAttrBiasPtr, uintptr(unsafe.Pointer(&bp)), 8)); err != nil {
+			return err
+		}
+	}
+	beta := b.zero
+	if accumulate {
+		beta = b.one
+	}
+	r, _, _ := purego.SyscallN(b.matmul, b.handle, p.desc, b.one, uintptr(w), p.a, uintptr(inp), p.b, beta,
+		uintptr(out), p.d, uintptr(out), p.d, p.algo, uintptr(b.ws), gemmWorkspaceBytes, stream)
+	return b.status(fmt.Sprintf("cublasLtMatmul(n=%d k=%d oc=%d)", n, k, oc), r)
+}
+
+func (b *blasLt) close() {
+	for _, p := range b.plans {
+		b.call(b.layoutDestroy, p.a)
+		b.call(b.layoutDestroy, p.b)
+		b.call(b.layoutDestroy, p.d)
+		b.call(b.descDestroy, p.desc)
+	}
+	b.plans = nil
+	if b.handle != 0 {
+		b.call(b.destroy, b.handle)
+		b.handle = 0
+	}
+	b.drv.memFree(b.ws)
+	b.ws = 0
+	if b.arena != nil {
+		b.arena.free()
+		b.arena = nil
+	}
+}

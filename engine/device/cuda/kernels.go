@@ -1,0 +1,202 @@
+package cuda
+
+import (
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+)
+
+// The kernels are CUDA C, one concern per file, embedded in the binary and
+// compiled by NVRTC for the GPU at hand the first time they are needed.
+//
+//go:embed kernels/*.cu kernels/*.cuh
+var kernelFS embed.FS
+
+// kernelSources returns the .cu files (name -> source) and the headers they
+// may #include.
+func kernelSources() (files, headers map[string]string, err error) {
+	files, headers = map[string]string{}, map[string]string{}
+	entries, err := fs.ReadDir(kernelFS, "kernels")
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, e := range entries {
+		b, err := kernelFS.ReadFile("kernels/" + e.Name())
+		if err != nil {
+			return nil, nil, err
+		}
+		switch filepath.Ext(e.Name()) {
+		case ".cu":
+			files[e.Name()] = string(b)
+		case ".cuh":
+			headers[e.Name()] = string(b)
+		}
+	}
+	return files, headers, nil
+}
+
+// cacheDir is where compiled cubins live between runs:
+// $ROSEINFER_CUDA_CACHE, else the user cache dir. Empty = no disk cache.
+func cacheDir() string {
+	if d := os.Getenv("ROSEINFER_CUDA_CACHE"); d != "" {
+		return d
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(base, "roseinfer", "cuda-kernels")
+}
+
+// cacheKey hashes everything that changes the cubin: the source and all
+// headers, the target architecture, and the compiler and driver versions.
+func cacheKey(name, src string, headers map[string]string, arch string, nvrtcVer string, driverVer int) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%d\x00", name, src, arch, nvrtcVer, driverVer)
+	names := make([]string, 0, len(headers))
+	for k := range headers {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		fmt.Fprintf(h, "%s\x00%s\x00", k, headers[k])
+	}
+	return hex.EncodeToString(h.Sum(nil))[:24]
+}
+
+// compileKernels returns one cubin per .cu file, from the disk cache when the
+// key matches, compiling the rest in parallel (NVRTC programs are independent).
+func compileKernels(nv *nvrtc, arch string, driverVer int) (map[string][]byte, error) {
+	files, headers, err := kernelSources()
+	if err != nil {
+		return nil, err
+	}
+	dir := cacheDir()
+	nvVer := fmt.Sprintf("%d.%d", nv.major, nv.minor)
+	out := make(map[string][]byte, len(files))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var errs []string
+	for name, src := range files {
+		wg.Add(1)
+		go func(name, src string) {
+			defer wg.Done()
+			key := cacheKey(name, src, headers, arch, nvVer, driverVer)
+			path := ""
+			if dir != "" {
+				path = filepath.Join(dir, strings.TrimSuffix(name, ".cu")+"-"+arch+"-"+key+".cubin")
+				if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+					mu.Lock()
+					out[name] = b
+					mu.Unlock()
+					return
+				}
+			}
+			cubin, err := nv.compileCubin(name, src, headers, arch, nil)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err.Error())
+				return
+			}
+			out[name] = cubin
+			if path != "" {
+				writeCacheFile(path, cubin) // best effort: a read-only home only costs a recompile
+			}
+		}(name, src)
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		sort.Strings(errs)
+		return nil, fmt.Errorf("%s", strings.Join(errs, "\n"))
+	}
+	return out, nil
+}
+
+func writeCacheFile(path string, data []byte) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".cubin-*")
+	if err != nil {
+		return
+	}
+	_, werr := tmp.Write(data)
+	cerr := tmp.Close()
+	if werr != nil || cerr != nil {
+		os.Remove(tmp.Name())
+		return
+	}
+	if os.Rename(tmp.Name(), path) != nil {
+		os.Remove(tmp.Name())
+	}
+}
+
+// kernel is one __global__ function, ready to launch.
+type kernel struct {
+	name string
+	fn   uintptr
+}
+
+// loadModules loads each cubin and looks up every extern "C" kernel by name.
+func (g *gpu) loadModules(cubins map[string][]byte, names []string) error {
+	for file, cubin := range cubins {
+		var mod uintptr
+		if err := g.drv.call("cuModuleLoadData("+file+")", g.drv.cuModuleLoadData, uintptr(unsafe.Pointer(&mod)), uintptr(unsafe.Pointer(&cubin[0]))); err != nil {
+			return err
+		}
+		g.modules = append(g.modules, mod)
+	}
+	g.kernels = map[string]kernel{}
+	for _, name := range names {
+		found := false
+		for _, mod := range g.modules {
+			var fn uintptr
+			cName := append([]byte(name), 0)
+			r, _, _ := purego.SyscallN(g.drv.cuModuleGetFunction, uintptr(unsafe.Pointer(&fn)), mod, uintptr(unsafe.Pointer(&cName[0])))
+			if r == cuSuccess {
+				g.kernels[name] = kernel{name: name, fn: fn}
+				found = true
+				break
+			}
+		}
+		if !found {
+			return fmt.Errorf("cuda: kernel %s not found in any compiled module", name)
+		}
+	}
+	return nil
+}
+
+// launch enqueues k on the GPU's stream. Each argument is an 8-byte slot in
+// C memory (see argPtr/argInt/argF32); the driver copies them at launch, so
+// the slots are reused by the next launch.
+func (g *gpu) launch(k kernel, gridX, gridY, gridZ, block, smem int, args ...uint64) error {
+	if gridX <= 0 || gridY <= 0 || gridZ <= 0 {
+		return nil // nothing to do: an empty batch part
+	}
+	if len(args) > maxKernelArgs {
+		return fmt.Errorf("cuda: %s: %d arguments, at most %d", k.name, len(args), maxKernelArgs)
+	}
+	for i, a := range args {
+		g.argSlots[i] = a
+		g.argPtrs[i] = g.argSlotsAddr + uintptr(8*i)
+	}
+	r, _, _ := purego.SyscallN(g.drv.cuLaunchKernel, k.fn, uintptr(gridX), uintptr(gridY), uintptr(gridZ),
+		uintptr(block), 1, 1, uintptr(smem), g.stream, g.argPtrsAddr, 0)
+	if r != cuSuccess {
+		return fmt.Errorf("launch %s (grid %d,%d,%d block %d smem %d): %w", k.name, gridX, gridY, gridZ, block, smem, g.drv.check("cuLaunchKernel", r))
+	}
+	return nil
+}
+
+const maxKernelArgs = 32

@@ -1,0 +1,47 @@
+// common.cuh: what every roseinfer kernel shares. fp16 is stored as a raw
+// 16-bit integer and converted with PTX, so no CUDA header is needed and any
+// NVRTC (11.x to 13.x) compiles the kernels without an include path.
+#pragma once
+
+typedef unsigned short half_t;
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+
+#define NEG_INF (-__int_as_float(0x7f800000))
+
+__device__ __forceinline__ float h2f(half_t h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+
+__device__ __forceinline__ half_t f2h(float f) {
+    half_t h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+
+// unpack8 turns a 16-byte load of 8 halves into floats.
+__device__ __forceinline__ void unpack8(uint4 u, float* f) {
+    const half_t* h = reinterpret_cast<const half_t*>(&u);
+#pragma unroll
+    for (int i = 0; i < 8; i++) f[i] = h2f(h[i]);
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// Paged KV cache, one layer: k and v each [num_blocks][NH][B][HD] halves, so
+// one (block, head) is a contiguous B*HD run that a warp reads coalesced.
+__device__ __forceinline__ size_t kv_offset(int block, int head, int slot, int NH, int B, int HD) {
+    return ((size_t)(block * NH + head) * B + slot) * HD;
+}

@@ -1,0 +1,44 @@
+// layernorm.cu: LayerNorm of the fp32 residual stream into fp16 GEMM input,
+// and the residual add used when a GEMM cannot accumulate into fp32 itself.
+//
+// The residual add is normally fused into the cuBLASLt epilogue of the
+// attention and MLP projections (beta = 1 into the fp32 stream), so a plain
+// LayerNorm reads the already-updated residual: one pass, no extra buffer.
+#include "common.cuh"
+
+// out (R, C) fp16 = LN(inp[row]) * w + b, row = rows ? rows[r] : r. One warp
+// per row. rows lets the final LayerNorm run only where a token is sampled.
+extern "C" __global__ void layernorm_forward(half_t* out, const float* inp, const int* rows,
+                                             const float* w, const float* b, int R, int C, float eps) {
+    int r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    if (r >= R) return;
+    int row = rows ? rows[r] : r;
+    const float* x = inp + (size_t)row * C;
+    float sum = 0.f;
+    for (int i = lane; i < C; i += 32) sum += x[i];
+    float mean = warp_sum(sum) / C;
+    float var = 0.f;
+    for (int i = lane; i < C; i += 32) {
+        float d = x[i] - mean;
+        var += d * d;
+    }
+    float rstd = rsqrtf(warp_sum(var) / C + eps);
+    half_t* o = out + (size_t)r * C;
+    for (int i = lane; i < C; i += 32) o[i] = f2h((x[i] - mean) * rstd * w[i] + b[i]);
+}
+
+// residual (N, C) fp32 += delta (N, C) fp16.
+extern "C" __global__ void residual_add(float* residual, const half_t* delta, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) residual[i] += h2f(delta[i]);
+}
+
+// gather_rows_f16: out (R, C) = inp[rows[r]] (fp16), for tests and the LM
+// head of layers that keep fp16 activations.
+extern "C" __global__ void gather_rows_f16(half_t* out, const half_t* inp, const int* rows, int R, int C) {
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)R * C) return;
+    int r = idx / C, c = idx % C;
+    out[idx] = inp[(size_t)rows[r] * C + c];
+}
