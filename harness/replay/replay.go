@@ -1,0 +1,136 @@
+// Package replay sends a round of requests open-loop at absolute times: each
+// request goes out at its scheduled instant whether or not earlier ones have
+// finished, so a slow server shows up as latency, never as a lower offered
+// load. It records, per request, the scheduled time t_s next to the actual
+// send time t_0, so harness/metrics can judge whether the client kept up.
+package replay
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/roseinfer/roseinfer/harness/client"
+	"github.com/roseinfer/roseinfer/results"
+)
+
+// Item is one request of a round, with its body already encoded so the
+// dispatcher does no work between wake-up and send.
+type Item struct {
+	Index     int     // trace row
+	AtS       float64 // scheduled send time, seconds after the round start (t_s)
+	InputLen  int
+	OutputLen int // requested max_tokens
+	Body      []byte
+}
+
+// Options configure Run.
+type Options struct {
+	Client   *client.Client
+	Endpoint client.Endpoint
+	// RequestContext is the parent of every request's context; cancelling
+	// it aborts requests in flight (a second Ctrl-C). Cancelling Run's own
+	// ctx only stops dispatching (the first Ctrl-C): requests in flight
+	// are drained. Default: context.Background().
+	RequestContext context.Context
+	// SpinWindow is how long before a send the dispatcher stops sleeping
+	// and spins: timer wake-ups are late by tens to hundreds of µs on a
+	// loaded machine, a short spin is not. Default 1 ms (at most 1 ms of one
+	// core per request).
+	SpinWindow time.Duration
+	// OnDone is called after each request finishes (progress display); it
+	// must be safe for concurrent use.
+	OnDone func(rec *results.Request)
+}
+
+// DefaultSpinWindow is Options.SpinWindow's default.
+const DefaultSpinWindow = time.Millisecond
+
+// Round is the outcome of one replay.
+type Round struct {
+	Start       time.Time         // time origin of AtS, start_s and end_s
+	Requests    []results.Request // the dispatched requests, in send order
+	NotSent     int               // items never dispatched (interrupted)
+	Interrupted bool
+	Wall        time.Duration // from Start until the last request ended
+}
+
+// Run replays items: each is sent at Start + AtS by its own goroutine. It
+// returns when every dispatched request has ended.
+func Run(ctx context.Context, items []Item, opts Options) *Round {
+	if opts.RequestContext == nil {
+		opts.RequestContext = context.Background()
+	}
+	if opts.SpinWindow <= 0 {
+		opts.SpinWindow = DefaultSpinWindow
+	}
+	order := make([]int, len(items))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return items[order[a]].AtS < items[order[b]].AtS })
+
+	recs := make([]results.Request, len(items))
+	round := &Round{Start: time.Now()}
+	var wg sync.WaitGroup
+	sent := 0
+	for _, i := range order {
+		it := &items[i]
+		target := round.Start.Add(time.Duration(it.AtS * float64(time.Second)))
+		if !sleepUntil(ctx, target, opts.SpinWindow) {
+			round.Interrupted = true
+			break
+		}
+		rec := &recs[sent]
+		sent++
+		rec.Index, rec.InputLen, rec.OutputLen, rec.ScheduledS = it.Index, it.InputLen, it.OutputLen, it.AtS
+		wg.Add(1)
+		go func(body []byte) {
+			defer wg.Done()
+			res := opts.Client.Do(opts.RequestContext, opts.Endpoint, body)
+			res.Fill(rec, round.Start)
+			if opts.OnDone != nil {
+				opts.OnDone(rec)
+			}
+		}(it.Body)
+	}
+	wg.Wait()
+	round.Wall = time.Since(round.Start)
+	round.Requests = recs[:sent]
+	round.NotSent = len(items) - sent
+	return round
+}
+
+// sleepUntil waits until target: a timer sleep up to spin before it, then a
+// yielding spin. It returns false if ctx ends first.
+func sleepUntil(ctx context.Context, target time.Time, spin time.Duration) bool {
+	if d := time.Until(target) - spin; d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+	}
+	for time.Now().Before(target) {
+		runtime.Gosched()
+	}
+	return ctx.Err() == nil
+}
+
+// Warmup sends bodies one after another and drains each stream, as the
+// original's warmup (C.6). It stops at the first failed request.
+func Warmup(ctx context.Context, c *client.Client, endpoint client.Endpoint, bodies [][]byte) (time.Duration, error) {
+	start := time.Now()
+	for i, body := range bodies {
+		res := c.Do(ctx, endpoint, body)
+		if res.Err != nil {
+			return time.Since(start), fmt.Errorf("warmup request %d of %d: %s: %w", i+1, len(bodies), res.ErrKind, res.Err)
+		}
+	}
+	return time.Since(start), nil
+}
