@@ -1,0 +1,421 @@
+// Package engine runs GPT-2 generation: requests come in through Submit, one
+// loop goroutine batches them step by step (scheduler → device → tokens), and
+// each request's tokens flow back on its Stream.
+//
+// The engine owns the scheduler (which owns the KV block pool) and the device.
+// It never imports the HTTP server or the harness.
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/roseinfer/roseinfer/engine/device"
+	"github.com/roseinfer/roseinfer/engine/kvcache"
+	"github.com/roseinfer/roseinfer/engine/scheduler"
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultMaxNumSeqs          = 256
+	DefaultMaxNumBatchedTokens = 2048
+	DefaultPrefillChunkSize    = 256
+	DefaultBlockSizeTokens     = 16
+)
+
+// Engine is a running engine. Its methods are safe for concurrent use.
+type Engine struct {
+	cfg   Config
+	dev   device.Device
+	sched *scheduler.Scheduler
+
+	// Shared with Submit, Abort, Stats and Close.
+	mu       sync.Mutex
+	incoming []*Stream // submitted, not yet handed to the scheduler
+	aborts   []*Stream
+	isClosed bool
+	stats    Stats // published by the loop after every step
+	nextID   uint64
+	wake     chan struct{} // capacity 1: "something changed", never blocks a sender
+	done     chan struct{} // closed when the loop has exited
+	closeErr error
+	closing  sync.Once
+
+	// Owned by the loop goroutine.
+	streams       map[uint64]*Stream // live sequences by id
+	takenIncoming []*Stream          // swapped with incoming so intake never allocates
+	takenAborts   []*Stream
+	batch         device.Batch     // reused every step
+	sampled       []device.Sampled // reused every step
+	numSteps      int64
+}
+
+// Stream is one request's output.
+type Stream struct {
+	e      *Engine
+	seq    *scheduler.Sequence
+	req    Request // PromptTokens dropped; the sequence holds the tokens
+	out    chan Output
+	timing Timing
+
+	isAborted atomic.Bool // Abort was called
+	isDone    atomic.Bool // the final Output was sent
+	isEnded   bool        // loop-owned twin of isDone
+}
+
+// New validates cfg, fills in defaults and starts the loop. The engine owns
+// dev from now on and closes it in Close. dev's KV storage must match
+// cfg.NumBlocks and cfg.BlockSizeTokens.
+func New(cfg Config, dev device.Device) (*Engine, error) {
+	cfg = withDefaults(cfg)
+	switch {
+	case cfg.NumBlocks <= 0:
+		return nil, fmt.Errorf("engine: the KV pool size (blocks) must be set, got %d", cfg.NumBlocks)
+	case cfg.MaxModelLen <= 0:
+		return nil, fmt.Errorf("engine: the context length must be set, got %d", cfg.MaxModelLen)
+	case !cfg.ChunkedPrefill && cfg.MaxNumBatchedTokens < cfg.MaxModelLen:
+		// Unchunked, a prompt goes whole into one step: the longest must fit.
+		return nil, fmt.Errorf("engine: without chunked prefill the token budget (%d) must cover the context (%d)",
+			cfg.MaxNumBatchedTokens, cfg.MaxModelLen)
+	}
+	pool, err := kvcache.NewPool(cfg.NumBlocks, cfg.BlockSizeTokens, cfg.PrefixCache)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	sched, err := scheduler.New(scheduler.Config{
+		MaxNumSeqs:          cfg.MaxNumSeqs,
+		MaxNumBatchedTokens: cfg.MaxNumBatchedTokens,
+		PrefillChunkSize:    cfg.PrefillChunkSize,
+		ChunkedPrefill:      cfg.ChunkedPrefill,
+	}, pool)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	e := &Engine{
+		cfg:     cfg,
+		dev:     dev,
+		sched:   sched,
+		wake:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		streams: make(map[uint64]*Stream),
+		batch:   device.Batch{Seqs: make([]device.Seq, 0, cfg.MaxNumSeqs)},
+		sampled: make([]device.Sampled, 0, cfg.MaxNumSeqs),
+	}
+	e.publishStats()
+	go e.loop()
+	return e, nil
+}
+
+func withDefaults(cfg Config) Config {
+	if cfg.MaxNumSeqs == 0 {
+		cfg.MaxNumSeqs = DefaultMaxNumSeqs
+	}
+	if cfg.MaxNumBatchedTokens == 0 {
+		cfg.MaxNumBatchedTokens = DefaultMaxNumBatchedTokens
+	}
+	if cfg.PrefillChunkSize == 0 {
+		cfg.PrefillChunkSize = DefaultPrefillChunkSize
+	}
+	if cfg.BlockSizeTokens == 0 {
+		cfg.BlockSizeTokens = DefaultBlockSizeTokens
+	}
+	return cfg
+}
+
+// Submit queues a request. Its tokens arrive on the returned Stream.
+func (e *Engine) Submit(req *Request) (*Stream, error) {
+	arrival := time.Now()
+	if err := e.validate(req); err != nil {
+		return nil, err
+	}
+	s := &Stream{
+		e:   e,
+		req: *req,
+		// One Output per token plus a possible token-less final one (abort):
+		// the loop never blocks on a slow reader.
+		out:    make(chan Output, req.MaxTokens+1),
+		timing: Timing{Arrival: arrival, Tokens: make([]time.Time, 0, req.MaxTokens)},
+	}
+	s.req.PromptTokens = nil
+	if !req.HasSeed {
+		s.req.Params.Seed = rand.Uint64()
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.isClosed {
+		return nil, ErrClosed
+	}
+	if e.cfg.MaxPending > 0 && e.stats.NumWaiting+len(e.incoming) >= e.cfg.MaxPending {
+		return nil, ErrOverloaded
+	}
+	e.nextID++
+	s.seq = scheduler.NewSequence(e.nextID, req.PromptTokens, req.MaxTokens)
+	e.incoming = append(e.incoming, s)
+	e.signal()
+	return s, nil
+}
+
+// validate checks what the engine itself relies on; the server checks the
+// rest of the API's rules before it gets here.
+func (e *Engine) validate(req *Request) error {
+	switch {
+	case req == nil:
+		return errors.New("engine: nil request")
+	case len(req.PromptTokens) == 0:
+		return errors.New("engine: empty prompt")
+	case req.MaxTokens < 1:
+		return fmt.Errorf("engine: max_tokens must be at least 1, got %d", req.MaxTokens)
+	case len(req.PromptTokens)+req.MaxTokens > e.cfg.MaxModelLen:
+		return fmt.Errorf("%w: %d prompt + %d new tokens > %d", ErrTooLong, len(req.PromptTokens), req.MaxTokens, e.cfg.MaxModelLen)
+	}
+	// The last token is never fed, so KV is needed for one token less.
+	numBlocks := (len(req.PromptTokens) + req.MaxTokens - 1 + e.cfg.BlockSizeTokens - 1) / e.cfg.BlockSizeTokens
+	if numBlocks > e.cfg.NumBlocks {
+		return fmt.Errorf("%w: needs %d KV blocks, the pool has %d", ErrTooLong, numBlocks, e.cfg.NumBlocks)
+	}
+	for i, tok := range req.PromptTokens {
+		if tok < 0 {
+			return fmt.Errorf("engine: prompt token %d is negative (%d)", i, tok)
+		}
+	}
+	return nil
+}
+
+// signal wakes the loop if it sleeps. Never blocks.
+func (e *Engine) signal() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Outputs delivers one Output per generated token; the last one has Finished
+// set, then the channel is closed. A request that ends by EOS delivers the
+// EOS token in its last Output. The channel is buffered for the whole
+// request, so a slow reader never holds up the engine.
+func (s *Stream) Outputs() <-chan Output { return s.out }
+
+// Abort ends the request (client gone): within one engine step its blocks are
+// freed and the stream ends with FinishAbort. Safe to call any number of
+// times, from any goroutine, also after the stream ended.
+func (s *Stream) Abort() {
+	if s.isDone.Load() || !s.isAborted.CompareAndSwap(false, true) {
+		return
+	}
+	e := s.e
+	e.mu.Lock()
+	if !e.isClosed {
+		e.aborts = append(e.aborts, s)
+	}
+	e.mu.Unlock()
+	e.signal()
+}
+
+// Timing is the server-side record of the request. Read it only after the
+// Outputs channel is closed (the close orders the loop's writes before it).
+func (s *Stream) Timing() Timing { return s.timing }
+
+// Stats is a snapshot of the engine's counters, as of the last step.
+func (e *Engine) Stats() Stats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st := e.stats
+	st.NumWaiting += len(e.incoming)
+	return st
+}
+
+// Close stops the loop, ends every live request with FinishAbort, and closes
+// the device. Safe to call twice; later Submits fail with ErrClosed.
+func (e *Engine) Close() error {
+	e.closing.Do(func() {
+		e.mu.Lock()
+		e.isClosed = true
+		e.mu.Unlock()
+		e.signal()
+		<-e.done
+		e.closeErr = e.dev.Close()
+	})
+	return e.closeErr
+}
+
+// loop is the engine: take in requests and aborts, run a step, repeat; sleep
+// on wake when there is nothing to do.
+func (e *Engine) loop() {
+	defer close(e.done)
+	for {
+		if !e.intake() {
+			e.shutdown()
+			return
+		}
+		if !e.sched.HasWork() {
+			<-e.wake
+			continue
+		}
+		e.step()
+		e.publishStats()
+	}
+}
+
+// intake hands new requests to the scheduler and applies aborts. It reports
+// false once the engine is closed.
+func (e *Engine) intake() bool {
+	e.mu.Lock()
+	e.incoming, e.takenIncoming = e.takenIncoming, e.incoming
+	e.aborts, e.takenAborts = e.takenAborts, e.aborts
+	isClosed := e.isClosed
+	e.mu.Unlock()
+
+	for _, s := range e.takenIncoming {
+		e.streams[s.seq.ID] = s
+		e.sched.Add(s.seq)
+	}
+	now := time.Now()
+	for _, s := range e.takenAborts {
+		e.end(s, Output{Token: -1, Finished: FinishAbort, At: now})
+	}
+	clear(e.takenIncoming)
+	clear(e.takenAborts)
+	e.takenIncoming, e.takenAborts = e.takenIncoming[:0], e.takenAborts[:0]
+	return !isClosed
+}
+
+// step is one engine iteration: schedule, run the device, apply the tokens.
+//
+// Overlap hook: a device that can Submit a batch and Collect its tokens later
+// would let Schedule for step N+1 run while step N computes. The seams for it
+// are here: the plan is consumed only by buildBatch and applyTokens, and
+// Update/applyTokens already skip sequences that finished in between.
+func (e *Engine) step() {
+	plan := e.sched.Schedule()
+	if len(plan) == 0 {
+		// Cannot happen with validated requests (each fits the pool alone);
+		// if it does, wait instead of spinning.
+		select {
+		case <-e.wake:
+		case <-time.After(time.Millisecond):
+		}
+		return
+	}
+	e.numSteps++
+	e.buildBatch(plan)
+	sampled, err := e.dev.Forward(&e.batch, e.sampled[:0])
+	clear(e.batch.Seqs) // drop references to token slices until the next step
+	if err != nil {
+		now := time.Now()
+		for _, p := range plan {
+			e.end(e.streams[p.Seq.ID], Output{Token: -1, Finished: FinishError, At: now})
+		}
+		return
+	}
+	e.sampled = sampled
+	e.sched.Update(plan)
+	e.applyTokens(plan, sampled)
+}
+
+// buildBatch turns the plan into the device's batch.
+func (e *Engine) buildBatch(plan []scheduler.Scheduled) {
+	now := time.Now()
+	e.batch.Seqs = e.batch.Seqs[:0]
+	for _, p := range plan {
+		s := e.streams[p.Seq.ID]
+		if s.timing.FirstScheduled.IsZero() {
+			s.timing.FirstScheduled = now
+		}
+		banned := int32(-1)
+		if !s.req.IgnoreEOS && p.Seq.NumGeneratedTokens() < s.req.MinTokens {
+			banned = e.cfg.EOSToken
+		}
+		e.batch.Seqs = append(e.batch.Seqs, device.Seq{
+			SeqID:       p.Seq.ID,
+			Tokens:      p.Seq.Tokens[p.StartPos : p.StartPos+p.NumTokens],
+			StartPos:    p.StartPos,
+			BlockTable:  p.Seq.BlockTable(),
+			Sample:      p.Sample,
+			Params:      s.req.Params,
+			SampleIndex: p.Seq.NumGeneratedTokens(),
+			WantLogprob: s.req.WantLogprobs,
+			BannedToken: banned,
+		})
+	}
+}
+
+// applyTokens appends each sampled token, sends it, and ends sequences that
+// hit EOS or max_tokens, or whose client left during the step.
+func (e *Engine) applyTokens(plan []scheduler.Scheduled, sampled []device.Sampled) {
+	now := time.Now()
+	for i, p := range plan {
+		if !p.Sample {
+			continue
+		}
+		s := e.streams[p.Seq.ID]
+		if s == nil || s.isEnded {
+			continue
+		}
+		if s.isAborted.Load() {
+			e.end(s, Output{Token: -1, Finished: FinishAbort, At: now})
+			continue
+		}
+		tok := sampled[i].Token
+		p.Seq.Append(tok)
+		s.timing.Tokens = append(s.timing.Tokens, now)
+		out := Output{Token: tok, Logprob: sampled[i].Logprob, At: now}
+		switch {
+		case tok == e.cfg.EOSToken && !s.req.IgnoreEOS:
+			out.Finished = FinishStop
+		case p.Seq.NumGeneratedTokens() >= s.req.MaxTokens:
+			out.Finished = FinishLength
+		}
+		if out.Finished == NotFinished {
+			s.out <- out
+			continue
+		}
+		e.end(s, out)
+	}
+}
+
+// end sends a stream's final Output, frees its sequence and closes it.
+func (e *Engine) end(s *Stream, last Output) {
+	if s.isEnded {
+		return
+	}
+	s.isEnded = true
+	e.sched.Finish(s.seq)
+	delete(e.streams, s.seq.ID)
+	s.timing.Finished = last.At
+	s.timing.NumPreemptions = s.seq.NumPreemptions
+	s.timing.NumCachedTokens = s.seq.NumCachedTokens
+	s.isDone.Store(true)
+	s.out <- last
+	close(s.out)
+}
+
+// shutdown ends every live request; the engine is closed.
+func (e *Engine) shutdown() {
+	now := time.Now()
+	for _, s := range e.streams {
+		e.end(s, Output{Token: -1, Finished: FinishAbort, At: now})
+	}
+	e.publishStats()
+}
+
+// publishStats copies the loop's counters for Stats.
+func (e *Engine) publishStats() {
+	pool := e.sched.Pool()
+	st := Stats{
+		NumRunning:          e.sched.NumRunning(),
+		NumWaiting:          e.sched.NumWaiting(),
+		KVBlocksUsed:        pool.NumUsedBlocks(),
+		KVBlocksFree:        pool.NumFreeBlocks(),
+		PrefixQueriedTokens: pool.PrefixQueriedTokens(),
+		PrefixHitTokens:     pool.PrefixHitTokens(),
+		NumPreemptions:      e.sched.NumPreemptions(),
+		NumSteps:            e.numSteps,
+	}
+	e.mu.Lock()
+	e.stats = st
+	e.mu.Unlock()
+}
