@@ -3,13 +3,11 @@ package engine
 import (
 	"errors"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/roseinfer/roseinfer/engine/device"
 	"github.com/roseinfer/roseinfer/engine/device/sim"
-	"github.com/roseinfer/roseinfer/engine/sample"
 )
 
 const (
@@ -393,6 +391,3 @@ func TestNoPerTokenAllocations(t *testing.T) {
 		t.Fatalf("100 more tokens cost %d more allocations", long-short)
 	}
 }
-
-var _ = sync.Mutex{}
-var _ = sample.Params{}
