@@ -117,6 +117,12 @@ func (t *Tokenizer) tokenBytes(id int32) string {
 	return t.tokenText[t.tokenStart[id]:t.tokenStart[id+1]]
 }
 
+// isWholeText reports whether token id is valid UTF-8 on its own; an id
+// outside the vocabulary stands for no text, which is whole.
+func (t *Tokenizer) isWholeText(id int32) bool {
+	return id < 0 || int(id) >= len(t.wholeText) || t.wholeText[id]
+}
+
 // VocabSize is the number of ids (one more than the largest id), the size of
 // the model's embedding and logits.
 func (t *Tokenizer) VocabSize() int { return len(t.wholeText) }
