@@ -53,9 +53,9 @@ func Load(dir string) (*Tokenizer, error) {
 
 // dirConfig is what tokenizer_config.json and special_tokens_map.json add.
 type dirConfig struct {
-	added     []addedToken
-	eos       string   // "" if neither file names one
-	specials  []string // bos/eos/unk/pad/... contents, made special if in the vocabulary
+	added    []addedToken
+	eos      string   // "" if neither file names one
+	specials []string // bos/eos/unk/pad/... contents, made special if in the vocabulary
 }
 
 // isAdded reports whether content is an added or named special token, whose
