@@ -132,4 +132,3 @@ func finitePtr(v *float64) *float64 {
 	}
 	return v
 }
-
