@@ -2,7 +2,7 @@ package tokenizer
 
 // Detokenizer turns a stream of generated ids into text pieces for streaming.
 // A GPT-2 token can hold part of a UTF-8 character (ids 0..255 are single
-// bytes; 🤖 is ids 12520, 97, 244), so bytes that may still become a character
+// bytes; " 🤖" is ids 12520, 97, 244), so bytes that may still become a character
 // wait for the next token: nothing emitted is ever half a character. The pieces
 // of Add followed by Flush concatenate to exactly Decode(ids).
 //
