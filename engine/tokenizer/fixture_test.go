@@ -37,7 +37,7 @@ type hfFixture struct {
 	} `json:"random_cases"`
 }
 
-func readCorpus(t *testing.T) []corpusEntry {
+func readCorpus(t testing.TB) []corpusEntry {
 	t.Helper()
 	f, err := os.Open("testdata/corpus.jsonl")
 	if err != nil {
@@ -60,7 +60,7 @@ func readCorpus(t *testing.T) []corpusEntry {
 }
 
 // input returns the entry's text as Go receives it: invalid bytes included.
-func (e corpusEntry) input(t *testing.T) string {
+func (e corpusEntry) input(t testing.TB) string {
 	switch {
 	case e.Text != nil:
 		return *e.Text
