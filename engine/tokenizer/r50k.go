@@ -13,8 +13,9 @@ import (
 // single bytes in bytes_to_unicode order, id 256+i is the concatenation of
 // merge i's two parts, and <|endoftext|> is 50256. So all the binary embeds is
 // the 50,000 merges as little-endian uint16 id pairs (200 KB), derived from
-// OpenAI's r50k_base (== GPT-2, see ../shared/reference/go-deps.md) by
-// TestR50kMergesFile. Embedding tiktoken-go-loader instead would add its four
+// OpenAI's r50k_base (whose ranks are GPT-2's ids) by TestR50kMergesFile;
+// TestWrittenFilesAreGPT2 checks the merges.txt they give against the MD5 of
+// GPT-2's own. Embedding tiktoken-go-loader instead would add its four
 // encodings (7 MB) to the binary and a 50k-entry base64 parse at startup.
 
 const (
