@@ -17,3 +17,18 @@ type Stream interface {
 	Abort()
 	Timing() engine.Timing
 }
+
+// FromEngine adapts the real engine to Engine.
+func FromEngine(e *engine.Engine) Engine { return engineAdapter{e} }
+
+type engineAdapter struct{ e *engine.Engine }
+
+func (a engineAdapter) Submit(req *engine.Request) (Stream, error) {
+	st, err := a.e.Submit(req)
+	if err != nil {
+		return nil, err // not a typed nil inside the interface
+	}
+	return st, nil
+}
+
+func (a engineAdapter) Stats() engine.Stats { return a.e.Stats() }

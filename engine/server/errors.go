@@ -75,7 +75,12 @@ func fromSubmitError(err error, numPromptTokens, maxTokens, maxModelLen int) *Er
 	case errors.Is(err, engine.ErrOverloaded):
 		return errOverloaded
 	case errors.Is(err, engine.ErrTooLong):
-		return errContextLength(numPromptTokens, maxTokens, maxModelLen)
+		e := errContextLength(numPromptTokens, maxTokens, maxModelLen)
+		if numPromptTokens+maxTokens <= maxModelLen { // fits the context, not the KV pool
+			e.Message = fmt.Sprintf("%d prompt tokens + %d max_tokens need more KV cache than this server has",
+				numPromptTokens, maxTokens)
+		}
+		return e
 	case errors.Is(err, engine.ErrClosed):
 		return errShuttingDown
 	}
