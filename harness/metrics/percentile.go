@@ -70,9 +70,10 @@ func Summarize(samples []float64) results.Stats {
 	if len(sorted) == 0 {
 		return results.Stats{}
 	}
+	mu := mean(sorted) // before sorting: NumPy sums in the samples' order
 	slices.Sort(sorted)
 	return results.Stats{
-		Mean: ptr(mean(sorted)),
+		Mean: ptr(mu),
 		P50:  ptr(percentileSorted(sorted, 50)),
 		P90:  ptr(percentileSorted(sorted, 90)),
 		P99:  ptr(percentileSorted(sorted, 99)),
