@@ -284,7 +284,7 @@ func TestStyles(t *testing.T) {
 }
 
 func TestPlainNumber(t *testing.T) {
-	cases := map[float64]string{0: "0", 25: "25", 12.5: "12.5", 0.1 + 0.2: "0.3", 3000: "3000", 1e-4: "0.0001"}
+	cases := map[float64]string{0: "0", 25: "25", 12.5: "12.5", 0.1 + 0.2: "0.3", 3000: "3000", 1e-4: "0.0001", 12000.000000000002: "12000", 30000.000000000004: "30000", -2.5: "-2.5"}
 	for v, want := range cases {
 		if got := plainNumber(v); got != want {
 			t.Errorf("plainNumber(%v) = %q, want %q", v, got, want)

@@ -209,11 +209,11 @@ func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
 }
 
 // plainNumber prints v with at most 10 significant digits, no exponent and
-// no trailing zeros.
+// no trailing zeros, hiding float noise such as 12000.000000000002.
 func plainNumber(v float64) string {
-	if v == 0 {
-		return "0"
+	rounded, err := strconv.ParseFloat(strconv.FormatFloat(v, 'g', 10, 64), 64)
+	if err != nil || math.IsInf(rounded, 0) {
+		return strconv.FormatFloat(v, 'g', -1, 64)
 	}
-	mag := math.Pow(10, math.Floor(math.Log10(math.Abs(v)))-9)
-	return strconv.FormatFloat(math.Round(v/mag)*mag, 'f', -1, 64)
+	return strconv.FormatFloat(rounded, 'f', -1, 64)
 }
