@@ -1,0 +1,173 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/roseinfer/roseinfer/harness/backend"
+	"github.com/roseinfer/roseinfer/harness/run"
+)
+
+func init() { addCommand(newOnlineCmd) }
+
+// CPU-sized defaults: roseinfer on the CPU (the default without a GPU) runs
+// a tiny model on a couple of cores, so the original's 1,000 requests of up
+// to 128 tokens at 6 scales would take far too long. These apply only when
+// the flag is not given and the backend is roseinfer on the CPU.
+const (
+	cpuDefaultN            = 100
+	cpuDefaultMaxOutputLen = 64
+)
+
+const onlineExamples = `  bench online --scales 0.4,0.8,1.6
+  bench online --backends roseinfer --trace traces/data/mooncake_conversation.jsonl --n 200 --repeat 3 --warmup-requests 5
+  bench online --base-url http://10.0.0.5:8000 --model gpt2
+  bench online --variant "nooverlap=--no-overlap-schedule" --variant "nocache=--no-prefix-cache"
+  bench online --device sim --server-args "--sim-step-us 1000" --slo ttft=200ms,tpot=50ms`
+
+func newOnlineCmd() *cobra.Command {
+	o := run.DefaultOnline()
+	var scales string
+	var timeoutReadyS, requestTimeoutS float64
+	backends := strings.Join(o.Backends, ",")
+	serverArgs := ""
+	cmd := &cobra.Command{
+		Use:   "online",
+		Short: "Replay a request trace open-loop against each backend at several load scales",
+		Long: `Replay a request trace open-loop: every request is sent at its scaled trace time
+whether or not earlier ones finished, one full replay per scale (smaller scale =
+more load). For each backend: launch, wait until ready, warm up, replay every
+scale, stop. Per request: send lag, TTFT, TPOT, per-token ITL, inter-chunk
+latency, E2E; per scale: mean/p50/p90/p99/max, req/s, output tok/s, goodput
+(--slo), errors by kind. A scale whose send-lag p99 exceeds
+--send-lag-threshold-ms is marked INVALID: the client, not the server, shaped
+the load.
+
+Prompts are exact token-id sequences, the same for every backend: by default
+all prefixes of one random sequence (seed --seed), as the original harness; with
+--prefix-mode trace, built from the trace's hash_ids. Trace lengths are clamped to
+the model's context (--model-max-len minus --prompt-overhead-tokens) and to
+--max-input-len/--max-output-len, as the original.
+
+Defaults are the original harness's except: --backends roseinfer (vLLM, SGLang,
+TensorRT-LLM come as separate descriptors), --device cpu, --output-dir
+results/runs, --trace = the bundled Azure 2023 conversation trace, and, for
+roseinfer on the CPU only, --n ` + strconv.Itoa(cpuDefaultN) + ` (original 1000) and
+--max-output-len ` + strconv.Itoa(cpuDefaultMaxOutputLen) + ` (original 128), so that "bench online --scales
+0.4,0.8,1.6" finishes in a few minutes on 2 cores. CPU pinning
+(--server-cpus/--client-cpus) is off unless given.
+
+Writes <output-dir>/online_<YYYYmmdd_HHMMSS>/: online_results.json (per-request
+records included), online_summary.md and <label>.server.log per backend. The
+results are rewritten after every scale, so an interrupted run leaves valid
+partial results. Exit status: 0 ok, 1 a backend or scale failed, 130 interrupted.`,
+		Example: onlineExamples,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if o.Scales, err = parseFloats(scales); err != nil {
+				return fmt.Errorf("--scales: %w", err)
+			}
+			o.Backends = splitList(backends)
+			if o.ServerArgs, err = backend.SplitArgs(serverArgs); err != nil {
+				return fmt.Errorf("--server-args: %w", err)
+			}
+			o.TimeoutReady = seconds(timeoutReadyS)
+			o.RequestTimeout = seconds(requestTimeoutS)
+			onCPU := o.BaseURL == "" && o.Device == "cpu"
+			if onCPU && !cmd.Flags().Changed("n") {
+				o.N = cpuDefaultN
+			}
+			if onCPU && !cmd.Flags().Changed("max-output-len") {
+				o.MaxOutputLen = cpuDefaultMaxOutputLen
+			}
+			o.Log = os.Stderr
+			o.Progress = newProgress(os.Stderr)
+			rep, err := run.Online(sig.stop, sig.abort, o)
+			if err != nil {
+				return err
+			}
+			fmt.Println(rep.ResultsPath)
+			fmt.Println(rep.SummaryPath)
+			return finish(rep)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Model, "model", o.Model, `roseinfer: HF checkpoint directory to serve ("" = built-in tiny model); --base-url: model id to request ("" = the server's first)`)
+	f.StringVar(&backends, "backends", backends, "comma list of backends, run in order")
+	f.StringVar(&o.BaseURL, "base-url", "", "benchmark a running OpenAI-compatible server at this root URL instead of launching one")
+	f.StringVar(&o.Device, "device", o.Device, "roseinfer --device: cpu, sim, cuda or auto")
+	f.StringVar(&serverArgs, "server-args", "", `extra "roseinfer serve" flags for every roseinfer run, e.g. "--max-num-seqs 64"`)
+	f.StringArrayVar(&o.Variants, "variant", nil, `LABEL=FLAGS: an extra roseinfer run labelled roseinfer+LABEL with these serve flags (repeatable)`)
+	f.StringVar(&o.RoseinferBin, "roseinfer-bin", "", "roseinfer executable (default: next to bench, then $PATH, then go build)")
+	f.StringVar(&scales, "scales", "0.4,0.5,0.6,0.7,0.8,1.6", "comma list of trace time multipliers, one replay each (smaller = more load)")
+	f.IntVar(&o.N, "n", 1000, fmt.Sprintf("trace rows replayed (the first N of the file); roseinfer on the CPU: %d", cpuDefaultN))
+	f.StringVar(&o.TracePath, "trace", "", "trace file: Azure CSV, Mooncake/Qwen JSONL or BurstGPT CSV (default: bundled Azure 2023 conversation)")
+	f.StringVar(&o.TraceFormat, "trace-format", "", "trace format: azure, mooncake, qwen or burstgpt (default: detected)")
+	f.StringVar(&o.PrefixMode, "prefix-mode", o.PrefixMode, "prompt sharing: base (prefixes of one random sequence, the original) or trace (from hash_ids)")
+	f.Float64Var(&o.StartOffsetS, "start-offset-s", o.StartOffsetS, "seconds added to every scheduled time")
+	f.IntVar(&o.MaxInputLen, "max-input-len", 0, "clamp on input tokens (0 = none)")
+	f.IntVar(&o.MaxOutputLen, "max-output-len", 128, fmt.Sprintf("clamp on output tokens; roseinfer on the CPU: %d", cpuDefaultMaxOutputLen))
+	f.IntVar(&o.PromptOverheadTokens, "prompt-overhead-tokens", o.PromptOverheadTokens, "safety margin subtracted from the context")
+	f.IntVar(&o.ModelMaxLen, "model-max-len", o.ModelMaxLen, "the model's context length in tokens (GPT-2 and the tiny model: 1024)")
+	f.Int64Var(&o.Seed, "seed", o.Seed, "seed of the random prompt tokens")
+	f.Float64Var(&o.Temperature, "temperature", o.Temperature, "sampling temperature")
+	f.Float64Var(&o.TopP, "top-p", o.TopP, "nucleus sampling top_p")
+	f.IntVar(&o.TopK, "top-k", o.TopK, "top_k (sent as an extra field)")
+	f.BoolVar(&o.IgnoreEOS, "ignore-eos", false, "send ignore_eos so every request generates its full output length")
+	f.IntVar(&o.WarmupRequests, "warmup-requests", o.WarmupRequests, "sequential warmup requests per backend before the first scale (0 = none)")
+	f.IntVar(&o.WarmupInputLen, "warmup-input-len", o.WarmupInputLen, "warmup prompt tokens")
+	f.IntVar(&o.WarmupOutputLen, "warmup-output-len", o.WarmupOutputLen, "warmup max_tokens")
+	f.IntVar(&o.Repeat, "repeat", o.Repeat, "rounds per scale; with more than one, per-round summaries and mean ± 95% CI")
+	f.StringVar(&o.SLO, "slo", "", "service-level objectives for goodput, e.g. ttft=200ms,tpot=50ms (also e2e)")
+	f.Float64Var(&o.SendLagThresholdMs, "send-lag-threshold-ms", o.SendLagThresholdMs, "a scale whose send-lag p99 exceeds this is marked invalid")
+	f.Float64Var(&timeoutReadyS, "timeout-ready-s", o.TimeoutReady.Seconds(), "max seconds to wait for a server to become ready")
+	f.Float64Var(&requestTimeoutS, "request-timeout-s", o.RequestTimeout.Seconds(), "per-request timeout in seconds (0 = none)")
+	f.StringVar(&o.Host, "host", o.Host, "bind host of launched servers and client target")
+	f.IntVar(&o.PortBase, "port-base", o.PortBase, "backend i gets the first free port >= port-base + i")
+	f.StringVar(&o.ServerCPUs, "server-cpus", "", `pin launched servers to these CPUs (taskset list, e.g. "0-3"); default: no pinning`)
+	f.StringVar(&o.ClientCPUs, "client-cpus", "", "pin the harness to these CPUs; default: no pinning")
+	f.StringVar(&o.GPU, "gpu", "", "CUDA_VISIBLE_DEVICES for launched servers (default: inherited)")
+	f.StringVar(&o.OutputDir, "output-dir", o.OutputDir, "parent of the run directory online_<YYYYmmdd_HHMMSS>")
+	return cmd
+}
+
+// finish turns a run report into the exit status.
+func finish(rep *run.Report) error {
+	if rep.Interrupted {
+		return &exitError{code: exitInterrupted, msg: "interrupted; partial results written to " + rep.RunDir}
+	}
+	if len(rep.Failures) > 0 {
+		return &exitError{code: exitFailed, msg: "failed:\n  " + strings.Join(rep.Failures, "\n  ")}
+	}
+	return nil
+}
+
+func parseFloats(s string) ([]float64, error) {
+	var out []float64
+	for _, part := range splitList(s) {
+		v, err := strconv.ParseFloat(part, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a number", part)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

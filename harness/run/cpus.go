@@ -1,0 +1,106 @@
+package run
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// ParseCPUList parses the taskset list syntax "0-3,8" into sorted CPU ids.
+func ParseCPUList(s string) ([]int, error) {
+	seen := map[int]bool{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil || a < 0 {
+			return nil, fmt.Errorf("cpu list %q: bad cpu %q", s, lo)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return nil, fmt.Errorf("cpu list %q: bad range %q", s, part)
+			}
+		}
+		for c := a; c <= b; c++ {
+			seen[c] = true
+		}
+	}
+	if len(seen) == 0 {
+		return nil, fmt.Errorf("cpu list %q is empty", s)
+	}
+	out := make([]int, 0, len(seen))
+	for c := range seen {
+		out = append(out, c)
+	}
+	sort.Ints(out)
+	return out, nil
+}
+
+// serverPrefix is the argv prefix that pins a launched server to cpus
+// (taskset, as the original), or nil when no list is given.
+func serverPrefix(cpus string) ([]string, error) {
+	if cpus == "" {
+		return nil, nil
+	}
+	if _, err := ParseCPUList(cpus); err != nil {
+		return nil, fmt.Errorf("--server-cpus: %w", err)
+	}
+	path, err := exec.LookPath("taskset")
+	if err != nil {
+		return nil, fmt.Errorf("--server-cpus needs taskset (util-linux): %w", err)
+	}
+	return []string{path, "-c", cpus}, nil
+}
+
+// pinClient restricts the harness process (every thread; new threads
+// inherit it) to cpus and sizes GOMAXPROCS to match.
+func pinClient(cpus string) error {
+	if cpus == "" {
+		return nil
+	}
+	list, err := ParseCPUList(cpus)
+	if err != nil {
+		return fmt.Errorf("--client-cpus: %w", err)
+	}
+	var set unix.CPUSet
+	for _, c := range list {
+		set.Set(c)
+	}
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return fmt.Errorf("--client-cpus: %w", err)
+	}
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		if err := unix.SchedSetaffinity(tid, &set); err != nil {
+			return fmt.Errorf("--client-cpus %s: %w", cpus, err)
+		}
+	}
+	runtime.GOMAXPROCS(len(list))
+	return nil
+}
+
+// cpuListMeta is a CPU list for meta (the original wrote lists of ints).
+func cpuListMeta(s string) any {
+	if s == "" {
+		return nil
+	}
+	list, err := ParseCPUList(s)
+	if err != nil {
+		return nil
+	}
+	return list
+}

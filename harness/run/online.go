@@ -1,0 +1,411 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/roseinfer/roseinfer/harness/backend"
+	"github.com/roseinfer/roseinfer/harness/client"
+	"github.com/roseinfer/roseinfer/harness/replay"
+	"github.com/roseinfer/roseinfer/results"
+)
+
+// Report is what a run leaves for the command to print and exit on.
+type Report struct {
+	RunDir      string
+	ResultsPath string
+	SummaryPath string
+	// Failures name each backend (or scale) that failed; non-empty means
+	// the command must exit non-zero.
+	Failures    []string
+	Interrupted bool
+}
+
+// Online runs `bench online`. Cancelling ctx stops dispatching new requests
+// (the first Ctrl-C): requests in flight finish, the servers are stopped and
+// the partial results are written. Cancelling abort ends requests in flight
+// as well (the second Ctrl-C). The error is for problems before any
+// backend ran (bad flags, unreadable trace); backend failures are in the
+// report and the results.
+func Online(ctx, abort context.Context, o OnlineOptions) (*Report, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	if abort == nil {
+		abort = context.Background()
+	}
+	w, err := loadWorkload(&o)
+	if err != nil {
+		return nil, err
+	}
+	slo, err := parseSLO(o.SLO)
+	if err != nil {
+		return nil, err
+	}
+	runDir, err := makeRunDir(o.RunDir, o.OutputDir, "online")
+	if err != nil {
+		return nil, err
+	}
+	if err := pinClient(o.ClientCPUs); err != nil {
+		return nil, err
+	}
+	prefix, err := serverPrefix(o.ServerCPUs)
+	if err != nil {
+		return nil, err
+	}
+	specs, skipped, err := buildSpecs(ctx, &o)
+	if err != nil {
+		return nil, err
+	}
+
+	rep := &Report{RunDir: runDir, ResultsPath: filepath.Join(runDir, results.OnlineResultsFile),
+		SummaryPath: filepath.Join(runDir, results.OnlineSummaryFile)}
+	labels := make([]string, 0, len(specs)+len(skipped))
+	for _, s := range specs {
+		labels = append(labels, s.Label)
+	}
+	for _, b := range skipped {
+		labels = append(labels, b.Backend)
+	}
+	out := &results.Online{Meta: onlineMeta(&o, w, labels), ByBackend: map[string]*results.Backend{}}
+	versions := Versions(ctx)
+	out.Meta[results.MetaVersions] = versions
+	runStart := time.Now()
+	out.Meta["run_start_time"] = runStart.Format(timeFormat)
+	for _, b := range skipped {
+		out.ByBackend[b.Backend] = b
+		rep.Failures = append(rep.Failures, b.Backend+": "+b.Error)
+		fmt.Fprintf(o.Log, "[%s] skipped: %s\n", b.Backend, b.Error)
+	}
+	write := func() error {
+		out.Meta["run_end_time"] = time.Now().Format(timeFormat)
+		out.Meta["wall_s"] = time.Since(runStart).Seconds()
+		out.Meta["interrupted"] = rep.Interrupted
+		if err := results.WriteJSON(rep.ResultsPath, out); err != nil {
+			return err
+		}
+		return results.WriteAtomic(rep.SummaryPath, func(wr io.Writer) error { return results.WriteOnlineSummary(wr, out) })
+	}
+	if err := write(); err != nil {
+		return rep, err
+	}
+
+	usedPorts := map[int]bool{}
+	for _, spec := range specs {
+		if ctx.Err() != nil {
+			rep.Interrupted = true
+			break
+		}
+		br := &backendRun{o: &o, w: w, slo: slo, spec: spec, out: out, rep: rep, write: write,
+			launch: backend.LaunchOptions{Host: o.Host, PortBase: o.PortBase, UsedPorts: usedPorts, RunDir: runDir,
+				ReadyTimeout: o.TimeoutReady, Prefix: prefix}}
+		br.run(ctx, abort, versions)
+	}
+	if ctx.Err() != nil {
+		rep.Interrupted = true
+	}
+	if err := write(); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}
+
+// buildSpecs turns --backends, --variant and --base-url into run specs.
+// Names no descriptor exists for yet are returned as skipped backends, so
+// the rest still run and the exit code says something was left out.
+func buildSpecs(ctx context.Context, o *OnlineOptions) ([]backend.Spec, []*results.Backend, error) {
+	if o.BaseURL != "" {
+		label := "openai"
+		if len(o.Backends) == 1 && o.Backends[0] != "roseinfer" {
+			label = o.Backends[0]
+		}
+		return []backend.Spec{backend.OpenAI(label, o.BaseURL)}, nil, nil
+	}
+	var specs []backend.Spec
+	var skipped []*results.Backend
+	seen := map[string]bool{}
+	for _, name := range o.Backends {
+		name = strings.TrimSpace(name)
+		if name == "" || seen[name] {
+			continue
+		}
+		seen[name] = true
+		if name != "roseinfer" {
+			skipped = append(skipped, &results.Backend{Backend: name, Skipped: true,
+				Error: fmt.Sprintf("backend %q is not supported by this build (roseinfer, or --base-url for a running server)", name)})
+			continue
+		}
+		bin := o.RoseinferBin
+		if bin == "" {
+			var err error
+			if bin, err = backend.FindRoseinfer(ctx); err != nil {
+				return nil, nil, err
+			}
+		}
+		env := map[string]string{}
+		if o.GPU != "" {
+			env["CUDA_VISIBLE_DEVICES"] = o.GPU
+		}
+		common := backend.RoseinferOptions{Binary: bin, Device: o.Device, Model: o.Model, Flags: o.ServerArgs, Env: env}
+		specs = append(specs, backend.Roseinfer(common))
+		for _, v := range o.Variants {
+			label, flags, err := backend.ParseVariant(v)
+			if err != nil {
+				return nil, nil, err
+			}
+			if seen[label] {
+				return nil, nil, fmt.Errorf("--variant: label %s given twice", label)
+			}
+			seen[label] = true
+			vo := common
+			vo.Label = label
+			vo.Flags = append(append([]string{}, o.ServerArgs...), flags...)
+			specs = append(specs, backend.Roseinfer(vo))
+		}
+	}
+	if len(o.Variants) > 0 && !seen["roseinfer"] {
+		return nil, nil, errors.New("--variant needs roseinfer in --backends")
+	}
+	return specs, skipped, nil
+}
+
+// makeRunDir creates <parent>/<kind>_<YYYYmmdd_HHMMSS> (local time, as the
+// original), adding a suffix if two runs start in the same second.
+func makeRunDir(exact, parent, kind string) (string, error) {
+	if exact != "" {
+		return exact, os.MkdirAll(exact, 0o755)
+	}
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return "", fmt.Errorf("output dir: %w", err)
+	}
+	base := filepath.Join(parent, kind+"_"+time.Now().Format("20060102_150405"))
+	dir := base
+	for i := 2; ; i++ {
+		err := os.Mkdir(dir, 0o755)
+		if err == nil {
+			return dir, nil
+		}
+		if !errors.Is(err, os.ErrExist) || i > 100 {
+			return "", fmt.Errorf("run dir: %w", err)
+		}
+		dir = base + "_" + strconv.Itoa(i)
+	}
+}
+
+// backendRun is one backend's part of an online run.
+type backendRun struct {
+	o      *OnlineOptions
+	w      *workload
+	slo    sloConfig
+	spec   backend.Spec
+	launch backend.LaunchOptions
+	out    *results.Online
+	rep    *Report
+	write  func() error
+}
+
+func (br *backendRun) fail(rec *results.Backend, msg string) {
+	rec.Error = msg
+	br.rep.Failures = append(br.rep.Failures, br.spec.Label+": "+msg)
+	fmt.Fprintf(br.o.Log, "[%s] FAILED: %s\n", br.spec.Label, msg)
+}
+
+func (br *backendRun) run(ctx, abort context.Context, versions map[string]any) {
+	o, label := br.o, br.spec.Label
+	start := time.Now()
+	rec := &results.Backend{Backend: label, Env: br.spec.Env,
+		Timing: results.BackendTiming{BackendStartTime: start.Format(timeFormat), ScaleWallS: map[string]float64{}}}
+	br.out.ByBackend[label] = rec
+	defer func() {
+		rec.Timing.BackendEndTime = time.Now().Format(timeFormat)
+		rec.Timing.BackendWallS = time.Since(start).Seconds()
+		br.write()
+	}()
+
+	fmt.Fprintf(o.Log, "[%s] starting\n", label)
+	srv, err := backend.Launch(ctx, br.spec, br.launch)
+	if err != nil {
+		br.fail(rec, err.Error())
+		return
+	}
+	defer srv.Stop()
+	rec.BaseURL, rec.Cmd, rec.LogPath = srv.BaseURL, srv.Argv, srv.LogPath
+	rec.Timing.ServerReadyS = srv.ReadyAt.Seconds()
+	if br.spec.Version != nil {
+		if v := br.spec.Version(ctx); v != "" {
+			versions[label] = v
+		}
+	}
+	fmt.Fprintf(o.Log, "[%s] ready at %s after %.1f s\n", label, srv.BaseURL, srv.ReadyAt.Seconds())
+
+	// roseinfer serves whatever --model pointed it at under its own id; a
+	// server someone else runs gets --model, or its first listed id.
+	model := o.Model
+	if srv.ModelID != "" && (model == "" || br.spec.ModelFromServer) {
+		model = srv.ModelID
+	}
+	if model == "" {
+		model = "gpt2"
+	}
+	bodies, err := br.w.bodies(o, model, br.spec.Quirks)
+	if err != nil {
+		br.fail(rec, err.Error())
+		return
+	}
+	c := client.New(client.Options{BaseURL: srv.BaseURL, MaxConcurrency: len(bodies), Timeout: o.RequestTimeout})
+	defer c.Close()
+
+	warm, err := br.w.warmupBodies(o, model, br.spec.Quirks)
+	if err != nil {
+		br.fail(rec, err.Error())
+		return
+	}
+	warmupTime, err := replay.Warmup(ctx, c, br.spec.Quirks.Endpoint, warm)
+	rec.Timing.WarmupS = warmupTime.Seconds()
+	if err != nil {
+		if ctx.Err() == nil {
+			br.fail(rec, err.Error())
+		}
+		return
+	}
+
+	for _, scale := range o.Scales {
+		if ctx.Err() != nil {
+			return
+		}
+		if !br.runScale(ctx, abort, c, srv, rec, bodies, scale) {
+			return
+		}
+	}
+}
+
+// runScale replays every round of one scale; false stops the backend.
+func (br *backendRun) runScale(ctx, abort context.Context, c *client.Client, srv *backend.Server,
+	rec *results.Backend, bodies [][]byte, scale float64) bool {
+	o, label := br.o, br.spec.Label
+	items, err := br.w.items(bodies, scale, o.StartOffsetS)
+	if err != nil {
+		br.fail(rec, err.Error())
+		return false
+	}
+	scaleStart := time.Now()
+	var roundReqs [][]results.Request
+	interrupted := ""
+	var last results.Summary
+	for round := 1; round <= o.Repeat; round++ {
+		if ctx.Err() != nil && round > 1 {
+			break
+		}
+		var bar Bar
+		if o.Progress != nil {
+			bar = o.Progress.Start(label, scale, round, o.Repeat, len(items))
+		}
+		r := replay.Run(ctx, items, replay.Options{Client: c, Endpoint: br.spec.Quirks.Endpoint, RequestContext: abort,
+			OnDone: func(*results.Request) {
+				if bar != nil {
+					bar.Add(1)
+				}
+			}})
+		if len(r.Requests) == 0 {
+			if bar != nil {
+				bar.Finish("interrupted before the first request")
+			}
+			break
+		}
+		fillRequests(r.Requests)
+		roundNo := round
+		if o.Repeat == 1 {
+			roundNo = 0 // a single run is its own aggregate
+		}
+		s := summarize(label, scale, roundNo, r.Requests, br.slo, o.SendLagThresholdMs)
+		if r.Interrupted {
+			interrupted = fmt.Sprintf("interrupted: %d of %d requests not sent", r.NotSent, len(items))
+			s.Valid, s.InvalidReason = false, joinReason(s.InvalidReason, interrupted)
+		}
+		last = s
+		line := scaleLine(label, scale, round, o.Repeat, s)
+		if bar != nil {
+			bar.Finish(line)
+		} else {
+			fmt.Fprintln(o.Log, line)
+		}
+		roundReqs = append(roundReqs, r.Requests)
+		rec.Runs = append(rec.Runs, results.Run{Scale: scale, Round: roundNo, Summary: s, RequestMetrics: r.Requests})
+		agg := aggregate(label, scale, roundReqs, br.slo, o.SendLagThresholdMs)
+		if interrupted != "" {
+			agg.Valid, agg.InvalidReason = false, joinReason(agg.InvalidReason, interrupted)
+		}
+		br.updateSummary(agg)
+		rec.Timing.ScaleWallS[scaleKey(scale)] = time.Since(scaleStart).Seconds()
+		if err := br.write(); err != nil {
+			fmt.Fprintf(o.Log, "[%s] writing results: %v\n", label, err)
+		}
+		if died, why := srv.Died(); died {
+			br.fail(rec, fmt.Sprintf("%s (scale %s, round %d)", why, scaleKey(scale), round))
+			return false
+		}
+	}
+	if len(roundReqs) > 0 && last.NumSuccess == 0 {
+		br.rep.Failures = append(br.rep.Failures, fmt.Sprintf("%s: scale %s: no request succeeded", label, scaleKey(scale)))
+	}
+	return ctx.Err() == nil
+}
+
+// updateSummary replaces (or adds) the backend's summary for its scale.
+func (br *backendRun) updateSummary(s results.Summary) {
+	for i := range br.out.Summaries {
+		if br.out.Summaries[i].Backend == s.Backend && br.out.Summaries[i].Scale == s.Scale {
+			br.out.Summaries[i] = s
+			return
+		}
+	}
+	br.out.Summaries = append(br.out.Summaries, s)
+}
+
+// scaleKey formats a scale as the original's scale_wall_s keys (Python str).
+func scaleKey(scale float64) string {
+	s := strconv.FormatFloat(scale, 'f', -1, 64)
+	if !strings.Contains(s, ".") {
+		s += ".0"
+	}
+	return s
+}
+
+func joinReason(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+// scaleLine is the original's console line per scale, plus send lag.
+func scaleLine(label string, scale float64, round, rounds int, s results.Summary) string {
+	r := ""
+	if rounds > 1 {
+		r = fmt.Sprintf(" round=%d/%d", round, rounds)
+	}
+	line := fmt.Sprintf("[%s scale=%s%s] ok=%d/%d, TTFT p90=%sms, E2E p90=%sms, TPOT p90=%sms, ITL p90=%sms, send lag p99=%sms",
+		label, scaleKey(scale), r, s.NumSuccess, s.NumRequests, ms(s.TTFTMs.P90), ms(s.E2EMs.P90), ms(s.TPOTMs.P90),
+		ms(s.ITLMs.P90), ms(s.SendLagMs.P99))
+	if !s.Valid {
+		line += " INVALID: " + s.InvalidReason
+	}
+	return line
+}
+
+func ms(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return strconv.FormatFloat(*v, 'f', 2, 64)
+}

@@ -1,0 +1,209 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/roseinfer/roseinfer/results"
+)
+
+// fakeOpenAI streams max_tokens tokens per request in chunks of chunkTokens,
+// with continuous usage, a step apart.
+func fakeOpenAI(t *testing.T, chunkTokens int, step time.Duration) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var served atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/models":
+			io.WriteString(w, `{"object":"list","data":[{"id":"fake-model"}]}`)
+			return
+		case "/v1/completions":
+		default:
+			http.NotFound(w, r)
+			return
+		}
+		var req struct {
+			Model     string `json:"model"`
+			Prompt    []int  `json:"prompt"`
+			MaxTokens int    `json:"max_tokens"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Model != "fake-model" || len(req.Prompt) == 0 {
+			http.Error(w, `{"error":{"message":"bad request"}}`, http.StatusBadRequest)
+			return
+		}
+		served.Add(1)
+		w.Header().Set("Content-Type", "text/event-stream")
+		rc := http.NewResponseController(w)
+		for n := 0; n < req.MaxTokens; {
+			time.Sleep(step)
+			k := min(chunkTokens, req.MaxTokens-n)
+			n += k
+			fin := "null"
+			if n == req.MaxTokens {
+				fin = `"length"`
+			}
+			fmt.Fprintf(w, "data: {\"choices\":[{\"text\":\"%s\",\"finish_reason\":%s}],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d}}\n\n",
+				strings.Repeat("x", k), fin, len(req.Prompt), n)
+			rc.Flush()
+		}
+		io.WriteString(w, "data: [DONE]\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &served
+}
+
+func smallOptions(t *testing.T, baseURL string) OnlineOptions {
+	o := DefaultOnline()
+	o.BaseURL = baseURL
+	o.N = 12
+	o.Scales = []float64{0.02, 0.05}
+	o.StartOffsetS = 0.05
+	o.MaxOutputLen = 6
+	o.WarmupRequests = 2
+	o.WarmupOutputLen = 2
+	o.RunDir = t.TempDir()
+	return o
+}
+
+func TestOnlineAgainstRunningServer(t *testing.T) {
+	srv, served := fakeOpenAI(t, 3, time.Millisecond)
+	o := smallOptions(t, srv.URL)
+	o.Repeat = 2
+	o.SLO = "ttft=1000ms"
+	rep, err := Online(context.Background(), context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Failures) != 0 || rep.Interrupted {
+		t.Fatalf("failures %v interrupted %v", rep.Failures, rep.Interrupted)
+	}
+	on, err := results.LoadOnline(rep.ResultsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 2 warmups + 12 requests × 2 scales × 2 rounds.
+	if got := served.Load(); got != 2+12*2*2 {
+		t.Errorf("server saw %d requests", got)
+	}
+	if len(on.Summaries) != 2 {
+		t.Fatalf("%d summaries, want one per scale", len(on.Summaries))
+	}
+	b := on.ByBackend["openai"]
+	if b == nil || len(b.Runs) != 4 || b.Error != "" {
+		t.Fatalf("by_backend[openai] = %+v", b)
+	}
+	for _, s := range on.Summaries {
+		if s.NumRequests != 24 || s.NumSuccess != 24 || len(s.Rounds) != 2 || s.GoodputReqPerS == nil {
+			t.Errorf("summary scale %v: %d/%d, %d rounds, goodput %v", s.Scale, s.NumSuccess, s.NumRequests, len(s.Rounds), s.GoodputReqPerS)
+		}
+	}
+	for _, run := range b.Runs {
+		for _, r := range run.RequestMetrics {
+			if r.NumOutputTokens != r.OutputLen || r.TTFTS == nil || r.TokenCountSource != "continuous_usage" {
+				t.Errorf("request %d: %d tokens of %d, ttft %v, source %q", r.Index, r.NumOutputTokens, r.OutputLen, r.TTFTS, r.TokenCountSource)
+			}
+			// Three tokens per chunk: ITL comes from tokens, not chunks.
+			for i, k := range r.ChunkTokens {
+				if want := min(3, r.OutputLen-3*i); k != want {
+					t.Errorf("request %d chunk %d carried %d tokens, want %d", r.Index, i, k, want)
+				}
+			}
+		}
+	}
+	md, err := os.ReadFile(rep.SummaryPath)
+	if err != nil || !strings.Contains(string(md), "| scale | backend") {
+		t.Errorf("summary %s: %v\n%s", rep.SummaryPath, err, md)
+	}
+	for _, key := range []string{"model", "n", "scales", "versions", "run_start_time", "run_end_time", "wall_s", "trace_path"} {
+		if _, ok := on.Meta[key]; !ok {
+			t.Errorf("meta lacks %q", key)
+		}
+	}
+}
+
+func TestOnlineRecordsUnreachableServerAndUnknownBackend(t *testing.T) {
+	o := smallOptions(t, "http://127.0.0.1:1")
+	o.TimeoutReady = 300 * time.Millisecond
+	rep, err := Online(context.Background(), context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Failures) != 1 || !strings.HasPrefix(rep.Failures[0], "openai: ") {
+		t.Errorf("failures %v, want one naming the backend", rep.Failures)
+	}
+	on, err := results.LoadOnline(rep.ResultsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if on.ByBackend["openai"] == nil || on.ByBackend["openai"].Error == "" {
+		t.Errorf("backend error not recorded: %+v", on.ByBackend["openai"])
+	}
+
+	o = smallOptions(t, "")
+	o.Backends = []string{"vllm"}
+	rep, err = Online(context.Background(), context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(filepath.Join(rep.RunDir, results.OnlineResultsFile))
+	if len(rep.Failures) != 1 || !strings.Contains(string(data), `"skipped": true`) {
+		t.Errorf("unknown backend: failures %v", rep.Failures)
+	}
+}
+
+func TestOnlineInterruptWritesPartialResults(t *testing.T) {
+	srv, _ := fakeOpenAI(t, 1, 2*time.Millisecond)
+	o := smallOptions(t, srv.URL)
+	o.Scales = []float64{0.3, 0.3, 0.3}
+	stop, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(800*time.Millisecond, cancel)
+	rep, err := Online(stop, context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Interrupted {
+		t.Fatal("not marked interrupted")
+	}
+	on, err := results.LoadOnline(rep.ResultsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if on.Meta["interrupted"] != true || len(on.Summaries) == 0 || len(on.Summaries) == 3 {
+		t.Errorf("interrupted %v, %d summaries: want a partial run", on.Meta["interrupted"], len(on.Summaries))
+	}
+	last := on.Summaries[len(on.Summaries)-1]
+	if last.Valid || !strings.Contains(last.InvalidReason, "interrupted") {
+		t.Errorf("the interrupted scale must be invalid: %+v", last.InvalidReason)
+	}
+}
+
+func TestParseCPUList(t *testing.T) {
+	tests := []struct {
+		in   string
+		want string
+		err  bool
+	}{
+		{"0-3,8", "[0 1 2 3 8]", false},
+		{"1", "[1]", false},
+		{"3,1,1-2", "[1 2 3]", false},
+		{"", "", true},
+		{"a", "", true},
+		{"3-1", "", true},
+	}
+	for _, tc := range tests {
+		got, err := ParseCPUList(tc.in)
+		if (err != nil) != tc.err || (err == nil && fmt.Sprint(got) != tc.want) {
+			t.Errorf("%q: %v %v", tc.in, got, err)
+		}
+	}
+}
