@@ -82,7 +82,8 @@ func decodeError(err error) *Error {
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &typeErr):
-		field := typeErr.Field
+		// encoding/json names fields of the embedded struct by its type.
+		field := strings.TrimPrefix(typeErr.Field, "samplingFields.")
 		if field == "" {
 			return errInvalid("", "invalid JSON: the request body must be an object")
 		}

@@ -155,7 +155,11 @@ func (s *Server) Close() error {
 	return err
 }
 
-func (s *Server) routes() http.Handler {
+func (s *Server) routes() http.Handler { return s.recoverPanics(s.mux()) }
+
+// mux maps routes to handlers (the fuzz test calls it without recoverPanics,
+// so that a panic fails the test).
+func (s *Server) mux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/completions", s.handleCompletions)
 	mux.HandleFunc("POST /v1/chat/completions", s.handleChatCompletions)
@@ -170,7 +174,7 @@ func (s *Server) routes() http.Handler {
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	mux.HandleFunc("/", s.handleNotFound)
-	return s.recoverPanics(mux)
+	return mux
 }
 
 // recoverPanics is the last resort: validation is what keeps input from
