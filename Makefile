@@ -3,7 +3,7 @@ GO       ?= go
 BIN      := bin
 export CGO_ENABLED := 0
 
-.PHONY: all build bench test vet fmt-check fuzz gpu-build gpu-test clean
+.PHONY: all build bench test vet fmt-check fuzz gpu-build gpu-test gpu-bench clean
 
 all: build
 
@@ -24,6 +24,18 @@ fmt-check:
 
 test: fmt-check vet build
 	$(GO) test -count=1 -timeout 30m ./...
+
+# GPU: build here (no CUDA needed), run on the GPU machine with only the binaries.
+gpu-build:
+	mkdir -p .gpu
+	$(GO) test -c -o .gpu/cuda.test ./engine/device/cuda
+	$(GO) build -o .gpu/cudabench ./engine/device/cuda/cmd/cudabench
+
+gpu-test:
+	bash engine/device/cuda/gpu_check.sh all
+
+gpu-bench:
+	bash engine/device/cuda/gpu_check.sh bench
 
 clean:
 	rm -rf $(BIN)

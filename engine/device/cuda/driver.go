@@ -17,20 +17,20 @@ type devPtr uintptr
 type driver struct {
 	lib *library
 
-	cuInit, cuDriverGetVersion, cuGetErrorName, cuGetErrorString                    uintptr
-	cuDeviceGet, cuDeviceGetAttribute, cuDeviceGetName, cuDeviceTotalMem            uintptr
-	cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRelease, cuCtxSetCurrent            uintptr
-	cuCtxSynchronize, cuMemGetInfo                                                  uintptr
-	cuMemAlloc, cuMemFree, cuMemHostAlloc, cuMemFreeHost                            uintptr
-	cuMemcpyHtoD, cuMemcpyDtoH, cuMemcpyHtoDAsync, cuMemcpyDtoHAsync                uintptr
-	cuMemcpyDtoDAsync, cuMemsetD8Async, cuMemsetD32Async                            uintptr
-	cuStreamCreate, cuStreamDestroy, cuStreamSynchronize                            uintptr
-	cuEventCreate, cuEventDestroy, cuEventRecord, cuEventSynchronize, cuEventQuery  uintptr
-	cuEventElapsedTime                                                              uintptr
-	cuModuleLoadData, cuModuleUnload, cuModuleGetFunction, cuFuncSetAttribute       uintptr
-	cuLaunchKernel                                                                  uintptr
-	cuStreamBeginCapture, cuStreamEndCapture, cuGraphInstantiate, cuGraphLaunch     uintptr
-	cuGraphDestroy, cuGraphExecDestroy                                              uintptr
+	cuInit, cuDriverGetVersion, cuGetErrorName, cuGetErrorString                   uintptr
+	cuDeviceGet, cuDeviceGetAttribute, cuDeviceGetName, cuDeviceTotalMem           uintptr
+	cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRelease, cuCtxSetCurrent           uintptr
+	cuCtxSynchronize, cuMemGetInfo                                                 uintptr
+	cuMemAlloc, cuMemFree, cuMemHostAlloc, cuMemFreeHost                           uintptr
+	cuMemcpyHtoD, cuMemcpyDtoH, cuMemcpyHtoDAsync, cuMemcpyDtoHAsync               uintptr
+	cuMemcpyDtoDAsync, cuMemsetD8Async, cuMemsetD32Async                           uintptr
+	cuStreamCreate, cuStreamDestroy, cuStreamSynchronize                           uintptr
+	cuEventCreate, cuEventDestroy, cuEventRecord, cuEventSynchronize, cuEventQuery uintptr
+	cuEventElapsedTime                                                             uintptr
+	cuModuleLoadData, cuModuleUnload, cuModuleGetFunction, cuFuncSetAttribute      uintptr
+	cuLaunchKernel                                                                 uintptr
+	cuStreamBeginCapture, cuStreamEndCapture, cuGraphInstantiate, cuGraphLaunch    uintptr
+	cuGraphDestroy, cuGraphExecDestroy                                             uintptr
 }
 
 const (

@@ -16,11 +16,11 @@ import (
 // Calls into it must come from a goroutine locked to its OS thread with the
 // context current (see bind), since a CUDA context is per OS thread.
 type gpu struct {
-	drv   *driver
-	nv    *nvrtc
-	blas  *blasLt
-	dev   int32
-	ctx   uintptr
+	drv    *driver
+	nv     *nvrtc
+	blas   *blasLt
+	dev    int32
+	ctx    uintptr
 	stream uintptr
 
 	name          string
@@ -87,9 +87,10 @@ func deviceOrdinal() int {
 // kernelNames lists every extern "C" kernel the device launches; loading
 // fails early and by name if one is missing.
 var kernelNames = []string{
-	"encoder_forward", "layernorm_forward", "residual_add",
-	"kv_write", "attention_decode", "attention_prefill",
-	"sample_rows", "gather_rows_f16",
+	"encoder_forward", "resolve_tokens", "layernorm_forward", "residual_add", "gather_rows_f16", "kv_write",
+	"attention_decode_32", "attention_decode_64", "attention_decode_128",
+	"attention_prefill_32", "attention_prefill_64", "attention_prefill_128",
+	"sample_rows",
 }
 
 // openGPU initialises the device on the calling goroutine's OS thread, which

@@ -9,3 +9,11 @@ extern "C" __global__ void encoder_forward(float* out, const int* tokens, const 
     int i = idx / C, c = idx % C;
     out[idx] = h2f(wte[(size_t)tokens[i] * C + c]) + h2f(wpe[(size_t)pos[i] * C + c]);
 }
+
+// resolve_tokens: with overlap scheduling a decode step is queued before the
+// host has seen the previous step's samples; rows with src_rows[i] >= 0 take
+// their token from the previous step's output (still on the GPU).
+extern "C" __global__ void resolve_tokens(int* tokens, const int* prev_out, const int* src_rows, int N) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < N && src_rows[i] >= 0) tokens[i] = prev_out[src_rows[i]];
+}

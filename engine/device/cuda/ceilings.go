@@ -1,0 +1,102 @@
+package cuda
+
+import (
+	"runtime"
+)
+
+// Ceilings are the device's measured limits, the denominators of the
+// benchmark's "fraction of peak" columns.
+type Ceilings struct {
+	CopyGBs    float64 // device-to-device copy, bytes read + written per second / 1e9
+	GemmTFLOPs float64 // fp16 GEMM with fp32 accumulate through cuBLASLt, 8192^3
+	GPU        string
+	DriverCUDA int // cuDriverGetVersion, e.g. 13000
+}
+
+// MeasureCeilings times a 1 GiB device copy and an 8192^3 fp16 GEMM (median
+// of several runs after a warm-up).
+func (d *Device) MeasureCeilings() (Ceilings, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	g := d.g
+	c := Ceilings{GPU: d.GPUName(), DriverCUDA: g.driverVersion}
+	if err := g.bind(); err != nil {
+		return c, err
+	}
+	const bytes = 1 << 30
+	src, err := g.drv.memAlloc(bytes)
+	if err != nil {
+		return c, err
+	}
+	defer g.drv.memFree(src)
+	dst, err := g.drv.memAlloc(bytes)
+	if err != nil {
+		return c, err
+	}
+	defer g.drv.memFree(dst)
+	if err := g.drv.memsetD32Async(src, 0x3c003c00, bytes/4, g.stream); err != nil { // fp16 ones, not zeros
+		return c, err
+	}
+	ms, err := d.timeMedian(5, func() error { return g.drv.dtodAsync(dst, src, bytes, g.stream) })
+	if err != nil {
+		return c, err
+	}
+	c.CopyGBs = 2 * bytes / (ms / 1000) / 1e9
+	const n = 8192
+	ms, err = d.timeMedian(5, func() error {
+		return g.blas.gemm(g.stream, dst, dataR16F, n, src, src+n*n*2, 0, n, n, n, epilogueDefault, false)
+	})
+	if err != nil {
+		return c, err
+	}
+	c.GemmTFLOPs = 2 * n * n * n / (ms / 1000) / 1e12
+	return c, nil
+}
+
+// timeMedian runs fn once to warm up, then reps times between events, and
+// returns the median in milliseconds.
+func (d *Device) timeMedian(reps int, fn func() error) (float64, error) {
+	g := d.g
+	start, err := g.drv.eventCreate(0)
+	if err != nil {
+		return 0, err
+	}
+	end, err := g.drv.eventCreate(0)
+	if err != nil {
+		return 0, err
+	}
+	if err := fn(); err != nil {
+		return 0, err
+	}
+	var times []float64
+	for i := 0; i < reps; i++ {
+		if err := g.drv.eventRecord(start, g.stream); err != nil {
+			return 0, err
+		}
+		if err := fn(); err != nil {
+			return 0, err
+		}
+		if err := g.drv.eventRecord(end, g.stream); err != nil {
+			return 0, err
+		}
+		if err := g.drv.eventSync(end); err != nil {
+			return 0, err
+		}
+		ms, err := g.drv.eventElapsedMs(start, end)
+		if err != nil {
+			return 0, err
+		}
+		times = append(times, float64(ms))
+	}
+	for i := range times {
+		for j := i + 1; j < len(times); j++ {
+			if times[j] < times[i] {
+				times[i], times[j] = times[j], times[i]
+			}
+		}
+	}
+	return times[len(times)/2], nil
+}
+
+// SetNoCUDAGraph switches CUDA graphs off (true) or on for later steps.
+func (d *Device) SetNoCUDAGraph(v bool) { d.opts.NoCUDAGraph = v }

@@ -1,0 +1,305 @@
+// Command cudabench measures the CUDA device alone (no engine, no server):
+// decode step time at several batch sizes with and without CUDA graphs, an
+// offline-style run (prompts prefilled in large steps, then batched decode)
+// with and without overlap, a per-op time table, and the device's copy and
+// GEMM ceilings. It prints a Markdown table last.
+//
+//	cudabench -preset gpt2 -batches 1,32,128 -ctx 300
+package main
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/roseinfer/roseinfer/engine/device"
+	"github.com/roseinfer/roseinfer/engine/device/cuda"
+	"github.com/roseinfer/roseinfer/engine/model"
+	"github.com/roseinfer/roseinfer/engine/sample"
+)
+
+type options struct {
+	preset                string
+	batches               []int
+	ctx, steps            int
+	prompts, promptLen    int
+	gen, blockSize        int
+	maxStepTokens         int
+	skipOffline, skipProf bool
+}
+
+func main() {
+	var o options
+	var batches string
+	flag.StringVar(&o.preset, "preset", "gpt2", "model preset (random weights)")
+	flag.StringVar(&batches, "batches", "1,32,128", "decode batch sizes")
+	flag.IntVar(&o.ctx, "ctx", 300, "context length of decode sequences")
+	flag.IntVar(&o.steps, "steps", 50, "timed decode steps per batch size")
+	flag.IntVar(&o.prompts, "prompts", 128, "offline: prompts")
+	flag.IntVar(&o.promptLen, "prompt-len", 256, "offline: prompt tokens")
+	flag.IntVar(&o.gen, "gen", 64, "offline: generated tokens per prompt")
+	flag.IntVar(&o.blockSize, "block-size", 16, "KV block size in tokens")
+	flag.IntVar(&o.maxStepTokens, "max-step-tokens", 8192, "largest step in tokens")
+	flag.BoolVar(&o.skipOffline, "skip-offline", false, "skip the offline run")
+	flag.BoolVar(&o.skipProf, "skip-profile", false, "skip the per-op table")
+	flag.Parse()
+	for _, s := range strings.Split(batches, ",") {
+		b, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || b < 1 {
+			fmt.Fprintf(os.Stderr, "cudabench: bad batch size %q\n", s)
+			os.Exit(2)
+		}
+		o.batches = append(o.batches, b)
+	}
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "cudabench:", err)
+		os.Exit(1)
+	}
+}
+
+type row struct{ name, value string }
+
+func run(o options) error {
+	if err := cuda.Available(); err != nil {
+		return err
+	}
+	cfg, err := model.Preset(o.preset)
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	w, err := model.InitRandom(cfg, 1)
+	if err != nil {
+		return err
+	}
+	maxB := 0
+	for _, b := range o.batches {
+		maxB = max(maxB, b)
+	}
+	maxSeqs := max(maxB, o.prompts)
+	blocksPerSeq := (max(o.ctx+o.steps+16, o.promptLen+o.gen) + o.blockSize - 1) / o.blockSize
+	kv := device.KVConfig{NumBlocks: blocksPerSeq * maxSeqs * 2, BlockSizeTokens: o.blockSize}
+	d, err := cuda.New(w, kv, cuda.Options{MaxStepTokens: o.maxStepTokens, MaxSeqs: maxSeqs})
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	fmt.Printf("device %s; model %s (%d params); setup %.1fs\n", d.GPUName(), o.preset, cfg.NumParameters(), time.Since(t0).Seconds())
+	var rows []row
+	ceil, err := d.MeasureCeilings()
+	if err != nil {
+		return err
+	}
+	rows = append(rows, row{"ceiling: D2D copy (read+write)", fmt.Sprintf("%.0f GB/s", ceil.CopyGBs)},
+		row{"ceiling: fp16 GEMM 8192^3 (cuBLASLt)", fmt.Sprintf("%.0f TFLOP/s", ceil.GemmTFLOPs)},
+		row{"driver CUDA version", strconv.Itoa(ceil.DriverCUDA)})
+	r := rand.New(rand.NewPCG(1, 2))
+	params := sample.Params{Temperature: 0.7, TopK: 50, TopP: 0.9}
+	nextBlock := int32(0)
+	alloc := func(tokens int) []int32 {
+		n := (tokens + o.blockSize - 1) / o.blockSize
+		t := make([]int32, n)
+		for i := range t {
+			t[i] = nextBlock % int32(kv.NumBlocks)
+			nextBlock++
+		}
+		return t
+	}
+	for _, b := range o.batches {
+		for _, noGraph := range []bool{false, true} {
+			d.SetNoCUDAGraph(noGraph)
+			ms, err := decodeStep(d, r, b, o, params, alloc, false)
+			if err != nil {
+				return fmt.Errorf("decode batch %d: %w", b, err)
+			}
+			label := "graph"
+			if noGraph {
+				label = "no graph"
+			}
+			rows = append(rows, row{fmt.Sprintf("decode step, batch %d, ctx %d (%s)", b, o.ctx, label), fmt.Sprintf("%.3f ms (%.0f tok/s)", ms, float64(b)/ms*1000)})
+		}
+	}
+	d.SetNoCUDAGraph(false)
+	if !o.skipOffline {
+		for _, mode := range []string{"sync", "overlap", "no graph"} {
+			d.SetNoCUDAGraph(mode == "no graph")
+			var best float64
+			for rep := 0; rep < 2; rep++ { // the first run captures graphs
+				tps, err := offline(d, r, o, params, alloc, mode == "overlap")
+				if err != nil {
+					return fmt.Errorf("offline (%s): %w", mode, err)
+				}
+				best = max(best, tps)
+			}
+			rows = append(rows, row{fmt.Sprintf("offline %dx%d->%d, T0.7/p0.9/k50 (%s)", o.prompts, o.promptLen, o.gen, mode), fmt.Sprintf("%.0f output tok/s", best)})
+		}
+		d.SetNoCUDAGraph(false)
+	}
+	if !o.skipProf {
+		for _, b := range o.batches {
+			po := o
+			po.steps = 20
+			if _, err := decodeStep(d, r, b, po, params, alloc, true); err != nil {
+				return err
+			}
+		}
+	}
+	fmt.Printf("\n| measurement (%s) | value |\n|---|---:|\n", d.GPUName())
+	for _, rw := range rows {
+		fmt.Printf("| %s | %s |\n", rw.name, rw.value)
+	}
+	return nil
+}
+
+// decodeStep prefills b sequences of o.ctx tokens, then times o.steps decode
+// steps (after 5 warm-up steps) and returns the median step time in ms.
+//
+// With profile, the timed steps run eagerly with per-op events and the
+// per-op table is printed.
+func decodeStep(d *cuda.Device, r *rand.Rand, b int, o options, p sample.Params, alloc func(int) []int32, profile bool) (float64, error) {
+	seqs := make([]device.Seq, b)
+	for i := range seqs {
+		seqs[i] = device.Seq{SeqID: uint64(i), Tokens: randTokens(r, o.ctx), BlockTable: alloc(o.ctx + o.steps + 8), Sample: true,
+			Params: p, BannedToken: -1}
+		seqs[i].Params.Seed = r.Uint64()
+	}
+	if err := prefill(d, seqs, 8192); err != nil {
+		return 0, err
+	}
+	var out []device.Sampled
+	var times []float64
+	for k := 0; k < o.steps+5; k++ {
+		if profile && k == 5 {
+			d.EnableOpProfile()
+		}
+		batch := device.Batch{Seqs: make([]device.Seq, b)}
+		for i := range seqs {
+			s := seqs[i]
+			s.Tokens = []int32{int32(r.IntN(50000))}
+			s.StartPos = o.ctx + k
+			s.SampleIndex = k + 1
+			batch.Seqs[i] = s
+		}
+		t := time.Now()
+		var err error
+		if out, err = d.Forward(&batch, out); err != nil {
+			return 0, err
+		}
+		if k >= 5 {
+			times = append(times, float64(time.Since(t).Microseconds())/1000)
+		}
+	}
+	sort.Float64s(times)
+	if profile {
+		fmt.Printf("\nper-op GPU time, eager decode step, batch %d, ctx %d (median step %.3f ms wall):\n%s", b, o.ctx,
+			times[len(times)/2], d.OpProfile(o.steps))
+	}
+	return times[len(times)/2], nil
+}
+
+// prefill runs the sequences' prompts in steps of at most maxTokens tokens.
+func prefill(d *cuda.Device, seqs []device.Seq, maxTokens int) error {
+	var out []device.Sampled
+	for i := 0; i < len(seqs); {
+		var batch device.Batch
+		n := 0
+		for i < len(seqs) && (n == 0 || n+len(seqs[i].Tokens) <= maxTokens) {
+			batch.Seqs = append(batch.Seqs, seqs[i])
+			n += len(seqs[i].Tokens)
+			i++
+		}
+		var err error
+		if out, err = d.Forward(&batch, out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// offline runs o.prompts prompts of o.promptLen tokens to o.gen tokens each
+// and returns output tokens per second over the whole run.
+func offline(d *cuda.Device, r *rand.Rand, o options, p sample.Params, alloc func(int) []int32, overlap bool) (float64, error) {
+	seqs := make([]device.Seq, o.prompts)
+	for i := range seqs {
+		seqs[i] = device.Seq{SeqID: uint64(1000 + i), Tokens: randTokens(r, o.promptLen), BlockTable: alloc(o.promptLen + o.gen), Sample: true,
+			Params: p, BannedToken: -1}
+		seqs[i].Params.Seed = r.Uint64()
+	}
+	start := time.Now()
+	last := make([]int32, len(seqs))
+	var out []device.Sampled
+	for i := 0; i < len(seqs); {
+		var batch device.Batch
+		n := 0
+		first := i
+		for i < len(seqs) && (n == 0 || n+o.promptLen <= o.maxStepTokens) {
+			batch.Seqs = append(batch.Seqs, seqs[i])
+			n += o.promptLen
+			i++
+		}
+		var err error
+		if out, err = d.Forward(&batch, out); err != nil {
+			return 0, err
+		}
+		for j := range out {
+			last[first+j] = out[j].Token
+		}
+	}
+	step := func(k int, placeholder bool) *device.Batch {
+		b := &device.Batch{Seqs: make([]device.Seq, len(seqs))}
+		for i := range seqs {
+			s := seqs[i]
+			s.Tokens = []int32{last[i]}
+			if placeholder {
+				s.Tokens = []int32{-1}
+			}
+			s.StartPos = o.promptLen + k - 1
+			s.SampleIndex = k
+			b.Seqs[i] = s
+		}
+		return b
+	}
+	if !overlap {
+		for k := 1; k < o.gen; k++ {
+			var err error
+			if out, err = d.Forward(step(k, false), out); err != nil {
+				return 0, err
+			}
+			for i := range out {
+				last[i] = out[i].Token
+			}
+		}
+	} else {
+		if err := d.Submit(step(1, false)); err != nil {
+			return 0, err
+		}
+		for k := 2; k <= o.gen; k++ {
+			if k < o.gen {
+				if err := d.Submit(step(k, true)); err != nil {
+					return 0, err
+				}
+			}
+			var err error
+			if out, err = d.Collect(out); err != nil {
+				return 0, err
+			}
+			for i := range out {
+				last[i] = out[i].Token
+			}
+		}
+	}
+	return float64(o.prompts*o.gen) / time.Since(start).Seconds(), nil
+}
+
+func randTokens(r *rand.Rand, n int) []int32 {
+	t := make([]int32, n)
+	for i := range t {
+		t[i] = int32(r.IntN(50000))
+	}
+	return t
+}

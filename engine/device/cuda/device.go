@@ -1,0 +1,366 @@
+// Package cuda is roseinfer's NVIDIA GPU device: GPT-2 in fp16 with fp32
+// accumulation, a paged KV cache in one device allocation, attention over
+// mixed prefill chunks and decode tokens, sampling on the GPU, CUDA graphs for
+// decode steps and an asynchronous Submit/Collect pair for overlap scheduling.
+//
+// Nothing is linked at build time: libcuda, libnvrtc and libcublasLt are
+// opened at run time through purego (CGO_ENABLED=0 builds), and the kernels
+// (kernels/*.cu, embedded) are compiled by NVRTC for the GPU at hand on first
+// use and cached on disk. On a machine without CUDA, Available reports what is
+// missing and New fails with the same error.
+//
+// It implements device.Device; it imports engine/model and engine/device only.
+package cuda
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"unsafe"
+
+	"github.com/roseinfer/roseinfer/engine/device"
+	"github.com/roseinfer/roseinfer/engine/model"
+)
+
+// Options tune the device. The zero value is valid: DefaultOptions' values
+// fill any field left zero.
+type Options struct {
+	// NoCUDAGraph runs decode steps eagerly (kernel by kernel) instead of
+	// replaying a captured graph: the --no-cuda-graph ablation.
+	NoCUDAGraph bool
+	// MaxStepTokens is the largest Batch.NumTokens the device accepts;
+	// activations are sized for it.
+	MaxStepTokens int
+	// MaxSeqs is the largest len(Batch.Seqs).
+	MaxSeqs int
+	// GraphBatchSizes are the decode batch sizes captured as CUDA graphs; a
+	// decode step is padded to the next one (larger steps run eagerly).
+	GraphBatchSizes []int
+	// GPUMemoryUtilization is the fraction of the GPU's memory the process
+	// may use (weights + activations + KV cache) when New is given
+	// KVConfig.NumBlocks <= 0; KVConfig() then reports the blocks chosen.
+	GPUMemoryUtilization float64
+}
+
+// DefaultOptions are used for every zero field of Options.
+var DefaultOptions = Options{
+	MaxStepTokens:        8192,
+	MaxSeqs:              256,
+	GraphBatchSizes:      []int{1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256},
+	GPUMemoryUtilization: 0.9,
+}
+
+// Device runs GPT-2 steps on one GPU. Methods are called from one goroutine
+// at a time (the engine loop); each call locks that goroutine to its OS
+// thread while it talks to the driver, since a CUDA context is per thread.
+type Device struct {
+	g    *gpu
+	cfg  model.Config
+	kv   device.KVConfig
+	opts Options
+
+	w   gpuWeights
+	act activations
+
+	kvBase       devPtr
+	kvLayerBytes int
+	maxBlocks    int   // block table row length: ceil(maxT / B)
+	scratchBlock int32 // one extra KV block that padding rows write into
+	vocabPadded  int   // logits row stride (V rounded up to 128)
+
+	kEncoder, kResolve, kLayerNorm, kResidualAdd, kKVWrite, kDecode, kPrefill, kSample kernel
+	noFusedResidual, residualTried                                                     bool
+
+	stage   [2]staging // pinned host buffers, alternating so one step can be queued while another runs
+	next    int        // stage the next Submit uses
+	pending []int      // stages submitted and not yet collected, oldest first
+	prevRow map[uint64]int
+	graphs  map[int]*decodeGraph
+	closed  bool
+	prof    *opProfile
+}
+
+// staging is one step's pinned host memory: inputs going up, samples coming
+// down, and the event that marks the samples as arrived.
+type staging struct {
+	in     []int32
+	outTok []int32
+	outLP  []float32
+	event  uintptr
+	plan   stepPlan
+	inPtr  unsafe.Pointer
+	outPtr unsafe.Pointer
+}
+
+// New uploads w (as fp16) to the GPU, allocates the KV cache (kv.NumBlocks
+// blocks of kv.BlockSizeTokens tokens; <= 0 blocks = size from
+// opts.GPUMemoryUtilization) and compiles or loads the kernels.
+func New(w *model.Weights, kv device.KVConfig, opts Options) (*Device, error) {
+	if w == nil {
+		return nil, fmt.Errorf("cuda: nil weights")
+	}
+	if err := w.Config.Validate(); err != nil {
+		return nil, err
+	}
+	if kv.BlockSizeTokens <= 0 {
+		return nil, fmt.Errorf("cuda: KV block size %d must be positive", kv.BlockSizeTokens)
+	}
+	opts = withDefaults(opts)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	g, err := openGPU()
+	if err != nil {
+		return nil, err
+	}
+	d := &Device{g: g, cfg: w.Config, kv: kv, opts: opts, prevRow: map[uint64]int{}, graphs: map[int]*decodeGraph{}}
+	if err := d.init(w); err != nil {
+		d.closeLocked()
+		return nil, err
+	}
+	return d, nil
+}
+
+func withDefaults(o Options) Options {
+	def := DefaultOptions
+	if o.MaxStepTokens <= 0 {
+		o.MaxStepTokens = def.MaxStepTokens
+	}
+	if o.MaxSeqs <= 0 {
+		o.MaxSeqs = def.MaxSeqs
+	}
+	if len(o.GraphBatchSizes) == 0 {
+		o.GraphBatchSizes = def.GraphBatchSizes
+	}
+	if o.GPUMemoryUtilization <= 0 || o.GPUMemoryUtilization > 1 {
+		o.GPUMemoryUtilization = def.GPUMemoryUtilization
+	}
+	if o.MaxSeqs > o.MaxStepTokens {
+		o.MaxSeqs = o.MaxStepTokens
+	}
+	return o
+}
+
+func (d *Device) init(w *model.Weights) error {
+	g, c := d.g, d.cfg
+	if err := d.resolveKernels(); err != nil {
+		return err
+	}
+	var err error
+	if d.w, err = uploadWeights(g, w); err != nil {
+		return err
+	}
+	N, M, C := d.opts.MaxStepTokens, d.opts.MaxSeqs, c.Channels
+	d.vocabPadded = (c.VocabSize + 127) &^ 127
+	d.maxBlocks = ceilDiv(c.MaxSeqLen, d.kv.BlockSizeTokens)
+	maxTiles := ceilDiv(N, prefillTileRows) + M
+	inWords := newLayout(N, M, maxTiles, M, d.maxBlocks).total
+	for _, b := range []struct {
+		p     *devPtr
+		bytes int
+	}{
+		{&d.act.residual, 4 * N * C}, {&d.act.ln, 2 * N * C}, {&d.act.qkv, 2 * N * 3 * C}, {&d.act.attn, 2 * N * C},
+		{&d.act.fc, 2 * N * 4 * C}, {&d.act.delta, 2 * N * C}, {&d.act.lnf, 2 * M * C}, {&d.act.logits, 4 * M * d.vocabPadded},
+		{&d.act.outTok, 4 * M}, {&d.act.outLP, 4 * M}, {&d.act.inputs, 4 * inWords},
+	} {
+		if *b.p, err = g.drv.memAlloc(b.bytes); err != nil {
+			return fmt.Errorf("cuda: activations: %w", err)
+		}
+	}
+	for i := range d.stage {
+		st := &d.stage[i]
+		if st.inPtr, err = g.drv.hostAlloc(4 * inWords); err != nil {
+			return err
+		}
+		if st.outPtr, err = g.drv.hostAlloc(8 * M); err != nil {
+			return err
+		}
+		st.in = unsafe.Slice((*int32)(st.inPtr), inWords)
+		st.outTok = unsafe.Slice((*int32)(st.outPtr), M)
+		st.outLP = unsafe.Slice((*float32)(unsafe.Add(st.outPtr, 4*M)), M)
+		if st.event, err = g.drv.eventCreate(eventDisableTiming); err != nil {
+			return err
+		}
+	}
+	return d.allocKV()
+}
+
+// KVBytesPerBlock is the device memory one KV block takes: K and V of every
+// layer for BlockSizeTokens positions, fp16.
+func KVBytesPerBlock(c model.Config, blockSizeTokens int) int {
+	return 2 * c.NumLayers * blockSizeTokens * c.Channels * 2
+}
+
+// allocKV makes the one allocation that holds every KV block (plus the
+// scratch block), sized from free memory when no count was given.
+func (d *Device) allocKV() error {
+	per := KVBytesPerBlock(d.cfg, d.kv.BlockSizeTokens)
+	if d.kv.NumBlocks <= 0 {
+		free, total, err := d.g.drv.memInfo()
+		if err != nil {
+			return err
+		}
+		budget := int(float64(total)*d.opts.GPUMemoryUtilization) - (total - free) - gemmWorkspaceBytes
+		d.kv.NumBlocks = budget/per - 1
+		if d.kv.NumBlocks < 1 {
+			return fmt.Errorf("cuda: no memory left for the KV cache (%d MB free of %d MB, utilization %.2f)",
+				free>>20, total>>20, d.opts.GPUMemoryUtilization)
+		}
+	}
+	blocks := d.kv.NumBlocks + 1
+	d.scratchBlock = int32(d.kv.NumBlocks)
+	d.kvLayerBytes = blocks * d.kv.BlockSizeTokens * d.cfg.Channels * 2
+	var err error
+	if d.kvBase, err = d.g.drv.memAlloc(2 * d.cfg.NumLayers * d.kvLayerBytes); err != nil {
+		return fmt.Errorf("cuda: KV cache of %d blocks (%d MB): %w", blocks, 2*d.cfg.NumLayers*d.kvLayerBytes>>20, err)
+	}
+	if os.Getenv("ROSEINFER_CUDA_VERBOSE") != "" {
+		fmt.Fprintf(os.Stderr, "cuda: %s (%s), KV cache %d blocks x %d tokens = %d MB\n", d.g.name, d.g.arch,
+			d.kv.NumBlocks, d.kv.BlockSizeTokens, 2*d.cfg.NumLayers*d.kvLayerBytes>>20)
+	}
+	return nil
+}
+
+// Name implements device.Device.
+func (d *Device) Name() string { return "cuda" }
+
+// KVConfig is the cache the device allocated (NumBlocks filled in when New
+// sized it from memory). The engine's block pool must use exactly this.
+func (d *Device) KVConfig() device.KVConfig { return d.kv }
+
+// GPUName is the device's marketing name and architecture, for logs and results.
+func (d *Device) GPUName() string { return fmt.Sprintf("%s (%s)", d.g.name, d.g.arch) }
+
+// Forward implements device.Device: Submit then Collect.
+func (d *Device) Forward(b *device.Batch, out []device.Sampled) ([]device.Sampled, error) {
+	if len(d.pending) > 0 {
+		return out, fmt.Errorf("cuda: Forward with %d submitted steps not collected", len(d.pending))
+	}
+	if err := d.Submit(b); err != nil {
+		return out, err
+	}
+	return d.Collect(out)
+}
+
+// Submit queues one step on the GPU and returns without waiting for it, so
+// the caller can prepare the next step meanwhile (overlap scheduling). At
+// most two steps may be in flight. A decode Seq whose token is negative takes
+// the token its sequence sampled in the previous submitted step, read on the
+// GPU: the next step can be queued before the previous one's samples are back.
+func (d *Device) Submit(b *device.Batch) error {
+	if d.closed {
+		return fmt.Errorf("cuda: device closed")
+	}
+	if len(d.pending) == len(d.stage) {
+		return fmt.Errorf("cuda: %d steps already in flight; Collect first", len(d.pending))
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	g := d.g
+	if err := g.bind(); err != nil {
+		return err
+	}
+	st := &d.stage[d.next]
+	graphSize := 0
+	if !d.opts.NoCUDAGraph && d.prof == nil && graphable(b) { // per-op events would split a graph
+		graphSize = d.graphSizeFor(len(b.Seqs))
+	}
+	if err := d.buildPlan(b, st.in, graphSize, &st.plan); err != nil {
+		return err
+	}
+	p := &st.plan
+	if err := g.drv.htodAsync(d.act.inputs, st.inPtr, 4*p.lay.total, g.stream); err != nil {
+		return err
+	}
+	var err error
+	if graphSize > 0 {
+		err = d.runGraph(p)
+	} else {
+		err = d.forward(p)
+	}
+	if err != nil {
+		return err
+	}
+	M := p.lay.nSample
+	if err := g.drv.dtohAsync(st.outPtr, d.act.outTok, 4*M, g.stream); err != nil {
+		return err
+	}
+	if err := g.drv.dtohAsync(unsafe.Add(st.outPtr, 4*d.opts.MaxSeqs), d.act.outLP, 4*M, g.stream); err != nil {
+		return err
+	}
+	if err := g.drv.eventRecord(st.event, g.stream); err != nil {
+		return err
+	}
+	// Rows of this step, for the next step's on-GPU token hand-off.
+	clear(d.prevRow)
+	for row, si := range p.seqOfRow {
+		d.prevRow[b.Seqs[si].SeqID] = row
+	}
+	d.pending = append(d.pending, d.next)
+	d.next = (d.next + 1) % len(d.stage)
+	return nil
+}
+
+// Collect waits for the oldest submitted step and returns one Sampled per Seq
+// of that step's Batch, in order (Token -1 where Sample was false).
+func (d *Device) Collect(out []device.Sampled) ([]device.Sampled, error) {
+	if len(d.pending) == 0 {
+		return out, fmt.Errorf("cuda: Collect with no submitted step")
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := d.g.bind(); err != nil {
+		return out, err
+	}
+	st := &d.stage[d.pending[0]]
+	d.pending = d.pending[1:]
+	if err := d.g.drv.eventSync(st.event); err != nil {
+		return out, fmt.Errorf("cuda: step failed on the GPU: %w", err)
+	}
+	if err := d.collectProfile(); err != nil {
+		return out, err
+	}
+	out = out[:0]
+	for _, row := range st.plan.rowOfSeq {
+		s := device.Sampled{Token: -1}
+		if row >= 0 {
+			s.Token = st.outTok[row]
+			s.Logprob = st.outLP[row]
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// Close frees all device memory. It is safe to call twice.
+func (d *Device) Close() error {
+	if d.closed {
+		return nil
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	d.closeLocked()
+	return nil
+}
+
+func (d *Device) closeLocked() {
+	d.closed = true
+	g := d.g
+	if g == nil {
+		return
+	}
+	_ = g.bind()
+	_ = g.sync()
+	d.dropGraphs()
+	for _, p := range []devPtr{d.act.residual, d.act.ln, d.act.qkv, d.act.attn, d.act.fc, d.act.delta, d.act.lnf,
+		d.act.logits, d.act.outTok, d.act.outLP, d.act.inputs, d.kvBase, d.w.base} {
+		g.drv.memFree(p)
+	}
+	d.act, d.kvBase, d.w.base = activations{}, 0, 0
+	for i := range d.stage {
+		g.drv.hostFree(d.stage[i].inPtr)
+		g.drv.hostFree(d.stage[i].outPtr)
+		d.stage[i] = staging{}
+	}
+	g.close()
+	d.g = nil
+}

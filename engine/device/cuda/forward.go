@@ -1,0 +1,212 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+)
+
+// activations are the step's device buffers, sized once for the largest step
+// (Options.MaxStepTokens rows, Options.MaxSeqs sampled rows).
+type activations struct {
+	residual devPtr // (N, C) fp32: the residual stream
+	ln       devPtr // (N, C) fp16: LayerNorm output, GEMM input
+	qkv      devPtr // (N, 3C) fp16
+	attn     devPtr // (N, C) fp16: attention output
+	fc       devPtr // (N, 4C) fp16: GELU(fc) output
+	delta    devPtr // (N, C) fp16: projection output when the GEMM cannot accumulate in fp32
+	lnf      devPtr // (M, C) fp16: final LayerNorm at sampled rows
+	logits   devPtr // (M, Vp) fp32
+	outTok   devPtr // (M) int32: sampled ids (also the previous step's samples for overlap)
+	outLP    devPtr // (M) fp32
+	inputs   devPtr // the step's int32 inputs (see layout)
+}
+
+// in returns the device address of a layout region.
+func (d *Device) in(off int) devPtr { return d.act.inputs + devPtr(4*off) }
+
+// forward enqueues one step's kernels on the stream: the flat list of named
+// ops of llm.c's gpt2_forward, plus the paged-attention and sampling steps.
+// It reads inputs already copied to d.act.inputs and leaves sampled ids in
+// outTok/outLP. It is also what a CUDA graph captures.
+func (d *Device) forward(p *stepPlan) error {
+	g, a, lay := d.g, &d.act, &p.lay
+	L, C, NH := d.cfg.NumLayers, d.cfg.Channels, d.cfg.NumHeads
+	HD := C / NH
+	N, M := lay.nTok, lay.nSample
+	eps := d.cfg.LayerNormEpsilon
+	scale := float32(1 / math.Sqrt(float64(HD)))
+	if p.resolve || p.graphBatch > 0 {
+		if err := g.launch(d.kResolve, ceilDiv(N, 256), 1, 1, 256, 0,
+			argPtr(d.in(lay.tokens)), argPtr(a.outTok), argPtr(d.in(lay.srcRows)), argInt(N)); err != nil {
+			return err
+		}
+	}
+	if err := d.mark("start"); err != nil {
+		return err
+	}
+	if err := g.launch(d.kEncoder, ceilDiv(N*C, 256), 1, 1, 256, 0,
+		argPtr(a.residual), argPtr(d.in(lay.tokens)), argPtr(d.in(lay.pos)), argPtr(d.w.wte), argPtr(d.w.wpe), argInt(N), argInt(C)); err != nil {
+		return err
+	}
+	if err := d.mark("encoder"); err != nil {
+		return err
+	}
+	for l := 0; l < L; l++ {
+		w := &d.w.layers[l]
+		kc, vc := d.kvLayer(l)
+		if err := d.layernorm(a.ln, a.residual, 0, w.ln1W, w.ln1B, N, eps); err != nil {
+			return err
+		}
+		if err := d.mark("layernorm"); err != nil {
+			return err
+		}
+		if err := g.blas.gemm(g.stream, a.qkv, dataR16F, 3*C, a.ln, w.qkvW, w.qkvB, N, C, 3*C, epilogueBias, false); err != nil {
+			return err
+		}
+		if err := d.mark("gemm_qkv"); err != nil {
+			return err
+		}
+		if p.nPrefill > 0 {
+			if err := g.launch(d.kKVWrite, ceilDiv(N*C/8, 256), 1, 1, 256, 0,
+				argPtr(kc), argPtr(vc), argPtr(a.qkv), argPtr(d.in(lay.slots)), argInt(N), argInt(NH), argInt(HD), argInt(d.kv.BlockSizeTokens)); err != nil {
+				return err
+			}
+			if err := d.mark("kv_write"); err != nil {
+				return err
+			}
+		}
+		if p.nDecode > 0 {
+			if err := g.launch(d.kDecode, p.nDecode, NH, 1, 256, 0,
+				argPtr(a.attn), argPtr(a.qkv), argPtr(kc), argPtr(vc), argPtr(d.in(lay.blockTables)), argInt(d.maxBlocks),
+				argPtr(d.in(lay.qStart)), argPtr(d.in(lay.ctx)), argPtr(d.in(lay.decSeqs)), argInt(NH), argInt(d.kv.BlockSizeTokens), argF32(scale)); err != nil {
+				return err
+			}
+			if err := d.mark("attn_decode"); err != nil {
+				return err
+			}
+		}
+		if lay.nTiles > 0 {
+			if err := g.launch(d.kPrefill, lay.nTiles, NH, 1, prefillTileRows, 0,
+				argPtr(a.attn), argPtr(a.qkv), argPtr(kc), argPtr(vc), argPtr(d.in(lay.blockTables)), argInt(d.maxBlocks),
+				argPtr(d.in(lay.qStart)), argPtr(d.in(lay.qLen)), argPtr(d.in(lay.ctx)), argPtr(d.in(lay.tileSeq)), argPtr(d.in(lay.tileQ0)),
+				argInt(NH), argInt(d.kv.BlockSizeTokens), argF32(scale)); err != nil {
+				return err
+			}
+			if err := d.mark("attn_prefill"); err != nil {
+				return err
+			}
+		}
+		if err := d.residualGemm(a.attn, w.attProjW, w.attProjB, w.attProjB16, N, C); err != nil {
+			return err
+		}
+		if err := d.mark("gemm_attproj"); err != nil {
+			return err
+		}
+		if err := d.layernorm(a.ln, a.residual, 0, w.ln2W, w.ln2B, N, eps); err != nil {
+			return err
+		}
+		if err := d.mark("layernorm"); err != nil {
+			return err
+		}
+		if err := g.blas.gemm(g.stream, a.fc, dataR16F, 4*C, a.ln, w.fcW, w.fcB, N, C, 4*C, epilogueGeluBias, false); err != nil {
+			return err
+		}
+		if err := d.mark("gemm_fc_gelu"); err != nil {
+			return err
+		}
+		if err := d.residualGemm(a.fc, w.fcProjW, w.fcProjB, w.fcProjB16, N, 4*C); err != nil {
+			return err
+		}
+		if err := d.mark("gemm_fcproj"); err != nil {
+			return err
+		}
+	}
+	if M == 0 {
+		return nil
+	}
+	// Only the rows that sample go through ln_f and the LM head.
+	if err := d.layernorm(a.lnf, a.residual, d.in(lay.sampleRows), d.w.lnfW, d.w.lnfB, M, eps); err != nil {
+		return err
+	}
+	if err := d.mark("layernorm_f"); err != nil {
+		return err
+	}
+	if err := g.blas.gemm(g.stream, a.logits, dataR32F, d.vocabPadded, a.lnf, d.w.wte, 0, M, C, d.cfg.VocabSize, epilogueDefault, false); err != nil {
+		return err
+	}
+	if err := d.mark("gemm_lmhead"); err != nil {
+		return err
+	}
+	if err := g.launch(d.kSample, M, 1, 1, 1024, 0,
+		argPtr(a.outTok), argPtr(a.outLP), argPtr(a.logits), argInt(d.vocabPadded), argInt(d.cfg.VocabSize),
+		argPtr(d.in(lay.temp)), argPtr(d.in(lay.topK)), argPtr(d.in(lay.topP)), argPtr(d.in(lay.seedLo)), argPtr(d.in(lay.seedHi)),
+		argPtr(d.in(lay.index)), argPtr(d.in(lay.banned)), argPtr(d.in(lay.wantLP))); err != nil {
+		return err
+	}
+	return d.mark("sample")
+}
+
+// layernorm runs LN over R rows of inp (rows = 0: the first R rows; else an
+// index list) into fp16 out. One warp per row, 8 rows per block.
+func (d *Device) layernorm(out, inp, rows, w, b devPtr, R int, eps float32) error {
+	return d.g.launch(d.kLayerNorm, ceilDiv(R, 8), 1, 1, 256, 0,
+		argPtr(out), argPtr(inp), argPtr(rows), argPtr(w), argPtr(b), argInt(R), argInt(d.cfg.Channels), argF32(eps))
+}
+
+// residualGemm adds inp @ w^T + bias into the fp32 residual stream. The add
+// is fused into the GEMM (beta = 1, fp32 output) unless cuBLASLt offers no
+// algorithm for that type mix, in which case it writes fp16 and a small
+// kernel adds it.
+func (d *Device) residualGemm(inp, w, bias32, bias16 devPtr, N, K int) error {
+	g, C := d.g, d.cfg.Channels
+	if !d.noFusedResidual {
+		err := g.blas.gemm(g.stream, d.act.residual, dataR32F, C, inp, w, bias32, N, K, C, epilogueBias, true)
+		if err == nil {
+			return nil
+		}
+		if d.residualTried {
+			return err
+		}
+		d.noFusedResidual = true // no fp16-in/fp32-out algorithm: fall back for good
+	}
+	d.residualTried = true
+	if err := g.blas.gemm(g.stream, d.act.delta, dataR16F, C, inp, w, bias16, N, K, C, epilogueBias, false); err != nil {
+		return err
+	}
+	return g.launch(d.kResidualAdd, ceilDiv(N*C, 256), 1, 1, 256, 0, argPtr(d.act.residual), argPtr(d.act.delta), argInt(N*C))
+}
+
+// kvLayer returns layer l's K and V cache bases within the one KV allocation.
+func (d *Device) kvLayer(l int) (k, v devPtr) {
+	k = d.kvBase + devPtr(2*l)*devPtr(d.kvLayerBytes)
+	return k, k + devPtr(d.kvLayerBytes)
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+func (d *Device) resolveKernels() error {
+	HD := d.cfg.Channels / d.cfg.NumHeads
+	switch HD {
+	case 32, 64, 128:
+	default:
+		return fmt.Errorf("cuda: head size %d not supported (32, 64 or 128)", HD)
+	}
+	get := func(dst *kernel, name string) error {
+		k, ok := d.g.kernels[name]
+		if !ok {
+			return fmt.Errorf("cuda: kernel %s not loaded", name)
+		}
+		*dst = k
+		return nil
+	}
+	for dst, name := range map[*kernel]string{
+		&d.kEncoder: "encoder_forward", &d.kResolve: "resolve_tokens", &d.kLayerNorm: "layernorm_forward",
+		&d.kResidualAdd: "residual_add", &d.kKVWrite: "kv_write", &d.kSample: "sample_rows",
+		&d.kDecode: fmt.Sprintf("attention_decode_%d", HD), &d.kPrefill: fmt.Sprintf("attention_prefill_%d", HD),
+	} {
+		if err := get(dst, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}

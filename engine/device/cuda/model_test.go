@@ -1,0 +1,309 @@
+package cuda
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"unsafe"
+
+	"github.com/roseinfer/roseinfer/engine/device"
+	"github.com/roseinfer/roseinfer/engine/model"
+	"github.com/roseinfer/roseinfer/engine/sample"
+)
+
+// smallConfig is GPT-2's shape shrunk in depth and width (head size 64, the
+// real vocabulary) so the Go reference stays quick.
+var smallConfig = model.Config{NumLayers: 3, NumHeads: 4, Channels: 256, MaxSeqLen: 512, VocabSize: model.GPT2VocabSize,
+	LayerNormEpsilon: 1e-5, EOSTokenID: 50256}
+
+func newTestDevice(t *testing.T, w *model.Weights, opts Options) *Device {
+	t.Helper()
+	if err := Available(); err != nil {
+		t.Skipf("no CUDA here: %v", err)
+	}
+	d, err := New(w, device.KVConfig{NumBlocks: 512, BlockSizeTokens: 16}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// lastLogits reads the logits of the step's sampled rows (M, V), test-only.
+func (d *Device) lastLogits(t *testing.T, M int) [][]float32 {
+	t.Helper()
+	out := make([][]float32, M)
+	buf := make([]float32, M*d.vocabPadded)
+	if err := d.g.bind(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.g.drv.dtoh(unsafe.Pointer(&buf[0]), d.act.logits, 4*len(buf)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range out {
+		out[i] = buf[i*d.vocabPadded : i*d.vocabPadded+d.cfg.VocabSize]
+	}
+	return out
+}
+
+// blockAlloc hands out KV block ids to test sequences.
+type blockAlloc struct{ next int32 }
+
+func (a *blockAlloc) grow(table []int32, tokens, B int) []int32 {
+	for len(table)*B < tokens {
+		table = append(table, a.next)
+		a.next++
+	}
+	return table
+}
+
+func randTokens(r *rand.Rand, n, V int) []int32 {
+	x := make([]int32, n)
+	for i := range x {
+		x[i] = int32(r.IntN(V - 1))
+	}
+	return x
+}
+
+// TestModelLogitsMixedBatches checks the logits of every sampled row against
+// the fp32 reference over steps that mix prefill chunks (lengths not multiples
+// of the block size, a chunk that does not sample), a prefix-cache hit that
+// reuses another sequence's blocks, one-token prompts and decode tokens.
+func TestModelLogitsMixedBatches(t *testing.T) {
+	w, err := model.InitRandom(smallConfig, 11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, noGraph := range []bool{true, false} {
+		t.Run(fmt.Sprintf("noCUDAGraph=%v", noGraph), func(t *testing.T) {
+			d := newTestDevice(t, w, Options{NoCUDAGraph: noGraph, MaxStepTokens: 1024, MaxSeqs: 64})
+			checkMixedBatches(t, d, w)
+		})
+	}
+}
+
+func checkMixedBatches(t *testing.T, d *Device, w *model.Weights) {
+	r := rand.New(rand.NewPCG(12, 13))
+	V, B := w.Config.VocabSize, d.kv.BlockSizeTokens
+	greedy := sample.Params{Temperature: 0, TopP: 1}
+	type seqState struct {
+		id      uint64
+		prompt  []int32
+		done    int // tokens in the cache
+		table   []int32
+		ref     *refSeq
+		last    int32 // last sampled token, not yet fed
+		hasLast bool
+	}
+	var alloc blockAlloc
+	mk := func(id uint64, n int) *seqState {
+		return &seqState{id: id, prompt: randTokens(r, n, V), ref: newRefSeq(w.Config.NumLayers)}
+	}
+	A, Bs, Cs := mk(1, 37), mk(2, 50), mk(3, 1)
+	// D shares A's first two full blocks (a prefix-cache hit) and adds 5 tokens.
+	D := mk(4, 37)
+	copy(D.prompt, A.prompt[:32])
+	steps := [][]struct {
+		s     *seqState
+		chunk int // prompt tokens this step (0 = decode the last sample)
+	}{
+		{{A, 37}, {Bs, 40}, {Cs, 1}},
+		{{A, 0}, {Bs, 10}, {Cs, 0}},
+		{{A, 0}, {Bs, 0}, {Cs, 0}, {D, 37}},
+		{{A, 0}, {Bs, 0}, {Cs, 0}, {D, 0}},
+		{{D, 0}, {A, 0}},
+	}
+	var out []device.Sampled
+	for si, step := range steps {
+		var batch device.Batch
+		var refLogits [][]float32
+		for _, e := range step {
+			s := e.s
+			var toks []int32
+			if e.chunk > 0 {
+				if s == D && s.done == 0 {
+					// Attach A's two full blocks; its reference replays them.
+					s.table = append([]int32{}, A.table[:2]...)
+					refForward(w, s.ref, s.prompt[:32], 0)
+					s.done = 32
+					toks = s.prompt[32:]
+				} else {
+					toks = s.prompt[s.done : s.done+e.chunk]
+				}
+			} else {
+				toks = []int32{s.last}
+			}
+			start := s.done
+			s.table = alloc.grow(s.table, start+len(toks), B)
+			sampleIt := e.chunk == 0 || start+len(toks) == len(s.prompt)
+			batch.Seqs = append(batch.Seqs, device.Seq{SeqID: s.id, Tokens: toks, StartPos: start, BlockTable: append([]int32{}, s.table...),
+				Sample: sampleIt, Params: greedy, BannedToken: -1})
+			lg := refForward(w, s.ref, toks, start)
+			s.done += len(toks)
+			if sampleIt {
+				refLogits = append(refLogits, lg)
+			}
+		}
+		out, err := d.Forward(&batch, out)
+		if err != nil {
+			t.Fatalf("step %d: %v", si, err)
+		}
+		got := d.lastLogits(t, len(refLogits))
+		row := 0
+		for i, e := range step {
+			if !batch.Seqs[i].Sample {
+				if out[i].Token != -1 {
+					t.Errorf("step %d seq %d: token %d for a non-sampling chunk", si, e.s.id, out[i].Token)
+				}
+				continue
+			}
+			if e := relErr(got[row], refLogits[row]); e > 1e-2 {
+				t.Errorf("step %d seq %d: logits rel err %.2e", si, batch.Seqs[i].SeqID, e)
+			} else {
+				t.Logf("step %d seq %d (%d tokens at %d): logits rel err %.2e", si, batch.Seqs[i].SeqID, len(batch.Seqs[i].Tokens), batch.Seqs[i].StartPos, e)
+			}
+			if want := argmaxF32(got[row]); out[i].Token != want {
+				t.Errorf("step %d seq %d: greedy token %d, argmax of its logits %d", si, e.s.id, out[i].Token, want)
+			}
+			e.s.last = out[i].Token
+			row++
+		}
+	}
+}
+
+// TestGreedyContinuations generates 64 greedy tokens for 32 prompts on the GPU
+// (one prefill step, then decode steps) and with the fp32 reference, and
+// reports where they first diverge; at least 95% of tokens must agree.
+func TestGreedyContinuations(t *testing.T) {
+	w, err := model.InitRandom(smallConfig, 21)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newTestDevice(t, w, Options{MaxStepTokens: 2048, MaxSeqs: 64})
+	r := rand.New(rand.NewPCG(22, 23))
+	const P, G = 32, 64
+	prompts := make([][]int32, P)
+	for i := range prompts {
+		prompts[i] = randTokens(r, 5+r.IntN(60), w.Config.VocabSize)
+	}
+	gpu := greedyGPU(t, d, prompts, G, false)
+	ref := make([][]int32, P)
+	var wg sync.WaitGroup
+	for i := range prompts {
+		wg.Go(func() {
+			s := newRefSeq(w.Config.NumLayers)
+			lg := refForward(w, s, prompts[i], 0)
+			pos := len(prompts[i])
+			for k := 0; k < G; k++ {
+				tok := argmaxF32(lg)
+				ref[i] = append(ref[i], tok)
+				lg = refForward(w, s, []int32{tok}, pos)
+				pos++
+			}
+		})
+	}
+	wg.Wait()
+	agree := 0
+	for i := range prompts {
+		first := G
+		for k := 0; k < G; k++ {
+			if gpu[i][k] != ref[i][k] {
+				first = k
+				break
+			}
+		}
+		agree += first
+		if first < G {
+			t.Logf("prompt %d (len %d): first divergence at generated token %d", i, len(prompts[i]), first)
+		}
+	}
+	frac := float64(agree) / float64(P*G)
+	t.Logf("greedy agreement (tokens before first divergence): %.1f%%", 100*frac)
+	if frac < 0.95 {
+		t.Errorf("only %.1f%% of greedy tokens agree with the fp32 reference", 100*frac)
+	}
+	// Overlap (Submit/Collect with on-GPU token hand-off) and graphs-off must
+	// give the GPU's own tokens exactly.
+	for _, mode := range []string{"overlap", "nograph"} {
+		var other [][]int32
+		if mode == "overlap" {
+			other = greedyGPU(t, d, prompts, G, true)
+		} else {
+			d2 := newTestDevice(t, w, Options{NoCUDAGraph: true, MaxStepTokens: 2048, MaxSeqs: 64})
+			other = greedyGPU(t, d2, prompts, G, false)
+		}
+		for i := range prompts {
+			for k := 0; k < G; k++ {
+				if other[i][k] != gpu[i][k] {
+					t.Errorf("%s: prompt %d token %d: %d, default path %d", mode, i, k, other[i][k], gpu[i][k])
+					break
+				}
+			}
+		}
+	}
+}
+
+// greedyGPU runs prompts to G tokens: one prefill step, then decode steps.
+// With overlap, step k+1 is submitted before step k is collected and its
+// tokens are the on-GPU placeholders (-1).
+func greedyGPU(t *testing.T, d *Device, prompts [][]int32, G int, overlap bool) [][]int32 {
+	t.Helper()
+	B := d.kv.BlockSizeTokens
+	var alloc blockAlloc
+	tables := make([][]int32, len(prompts))
+	outTok := make([][]int32, len(prompts))
+	greedy := sample.Params{Temperature: 0, TopP: 1}
+	var batch device.Batch
+	for i, p := range prompts {
+		tables[i] = alloc.grow(nil, len(p)+G, B)
+		batch.Seqs = append(batch.Seqs, device.Seq{SeqID: uint64(i), Tokens: p, BlockTable: tables[i], Sample: true, Params: greedy, BannedToken: -1})
+	}
+	out, err := d.Forward(&batch, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range prompts {
+		outTok[i] = append(outTok[i], out[i].Token)
+	}
+	decode := func(k int, placeholder bool) *device.Batch {
+		b := &device.Batch{}
+		for i, p := range prompts {
+			tok := outTok[i][len(outTok[i])-1]
+			if placeholder {
+				tok = -1
+			}
+			b.Seqs = append(b.Seqs, device.Seq{SeqID: uint64(i), Tokens: []int32{tok}, StartPos: len(p) + k - 1, BlockTable: tables[i],
+				Sample: true, Params: greedy, SampleIndex: k, BannedToken: -1})
+		}
+		return b
+	}
+	if !overlap {
+		for k := 1; k < G; k++ {
+			if out, err = d.Forward(decode(k, false), out); err != nil {
+				t.Fatal(err)
+			}
+			for i := range prompts {
+				outTok[i] = append(outTok[i], out[i].Token)
+			}
+		}
+		return outTok
+	}
+	if err := d.Submit(decode(1, false)); err != nil {
+		t.Fatal(err)
+	}
+	for k := 2; k <= G; k++ {
+		if k < G {
+			if err := d.Submit(decode(k, true)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if out, err = d.Collect(out); err != nil {
+			t.Fatal(err)
+		}
+		for i := range prompts {
+			outTok[i] = append(outTok[i], out[i].Token)
+		}
+	}
+	return outTok
+}

@@ -1,0 +1,199 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/roseinfer/roseinfer/engine/device"
+)
+
+// layout places a step's integer inputs in one int32 buffer, so one
+// host-to-device copy carries the whole step. Offsets depend only on the
+// counts, so a decode step of batch b always has the same device pointers:
+// the CUDA graph captured for b replays over fresh inputs.
+type layout struct {
+	nTok, nSeq, nTiles, nSample, maxBlocks int
+
+	tokens, pos, slots, srcRows          int // (nTok)
+	qStart, qLen, ctx, decSeqs           int // (nSeq)
+	tileSeq, tileQ0                      int // (nTiles)
+	sampleRows, temp, topK, topP, seedLo int // (nSample)
+	seedHi, index, banned, wantLP        int // (nSample)
+	blockTables                          int // (nSeq, maxBlocks)
+	total                                int
+}
+
+func newLayout(nTok, nSeq, nTiles, nSample, maxBlocks int) layout {
+	l := layout{nTok: nTok, nSeq: nSeq, nTiles: nTiles, nSample: nSample, maxBlocks: maxBlocks}
+	off := 0
+	take := func(n int) int {
+		o := off
+		off += (n + 3) &^ 3 // 16-byte aligned regions
+		return o
+	}
+	l.tokens, l.pos, l.slots, l.srcRows = take(nTok), take(nTok), take(nTok), take(nTok)
+	l.qStart, l.qLen, l.ctx, l.decSeqs = take(nSeq), take(nSeq), take(nSeq), take(nSeq)
+	l.tileSeq, l.tileQ0 = take(nTiles), take(nTiles)
+	l.sampleRows, l.temp, l.topK, l.topP = take(nSample), take(nSample), take(nSample), take(nSample)
+	l.seedLo, l.seedHi, l.index, l.banned, l.wantLP = take(nSample), take(nSample), take(nSample), take(nSample), take(nSample)
+	l.blockTables = take(nSeq * maxBlocks)
+	l.total = off
+	return l
+}
+
+// stepPlan is a Batch turned into kernel inputs.
+type stepPlan struct {
+	lay        layout
+	nDecode    int
+	nPrefill   int // tokens of prefill chunks (rows kv_write handles)
+	resolve    bool
+	seqOfRow   []int // sample row -> index in Batch.Seqs
+	rowOfSeq   []int // index in Batch.Seqs -> sample row or -1
+	graphBatch int   // > 0: a padded decode step replayed from the graph of this size
+}
+
+// prefillTileRows is PREFILL_BR in attention.cu: query rows per prefill block.
+const prefillTileRows = 128
+
+// buildPlan validates b and writes its inputs into host (int32 words).
+// graphSize > 0 pads a pure decode batch to that many sequences; the padding
+// rows decode token 0 at position 0 into the scratch KV block.
+func (d *Device) buildPlan(b *device.Batch, host []int32, graphSize int, p *stepPlan) error {
+	B, maxT, V := d.kv.BlockSizeTokens, d.cfg.MaxSeqLen, d.cfg.VocabSize
+	nTok, nTiles, nSample := 0, 0, 0
+	for i := range b.Seqs {
+		s := &b.Seqs[i]
+		n := len(s.Tokens)
+		if n == 0 {
+			return fmt.Errorf("cuda: seq %d has no tokens", s.SeqID)
+		}
+		if s.StartPos < 0 || s.StartPos+n > maxT {
+			return fmt.Errorf("cuda: seq %d covers positions [%d, %d), model max %d", s.SeqID, s.StartPos, s.StartPos+n, maxT)
+		}
+		if need := (s.StartPos + n + B - 1) / B; len(s.BlockTable) < need || len(s.BlockTable) > d.maxBlocks {
+			return fmt.Errorf("cuda: seq %d has %d blocks, needs %d (max %d)", s.SeqID, len(s.BlockTable), need, d.maxBlocks)
+		}
+		nTok += n
+		if n > 1 {
+			nTiles += (n + prefillTileRows - 1) / prefillTileRows
+		}
+		if s.Sample {
+			nSample++
+		}
+	}
+	nSeq := len(b.Seqs)
+	if graphSize > 0 {
+		nTok, nSeq, nSample = graphSize, graphSize, graphSize
+	}
+	if nTok > d.opts.MaxStepTokens || nSeq > d.opts.MaxSeqs {
+		return fmt.Errorf("cuda: step of %d tokens / %d sequences exceeds the device's %d / %d (Options.MaxStepTokens/MaxSeqs)",
+			nTok, nSeq, d.opts.MaxStepTokens, d.opts.MaxSeqs)
+	}
+	lay := newLayout(nTok, nSeq, nTiles, nSample, d.maxBlocks)
+	p.lay, p.nDecode, p.nPrefill, p.resolve, p.graphBatch = lay, 0, 0, false, graphSize
+	p.seqOfRow, p.rowOfSeq = p.seqOfRow[:0], p.rowOfSeq[:0]
+	if len(host) < lay.total {
+		return fmt.Errorf("cuda: input staging of %d words, step needs %d", len(host), lay.total)
+	}
+	f32 := func(v float32) int32 { return int32(math.Float32bits(v)) }
+	row, tile, srow := 0, 0, 0
+	for i := range b.Seqs {
+		s := &b.Seqs[i]
+		n := len(s.Tokens)
+		host[lay.qStart+i], host[lay.qLen+i], host[lay.ctx+i] = int32(row), int32(n), int32(s.StartPos)
+		bt := host[lay.blockTables+i*d.maxBlocks : lay.blockTables+(i+1)*d.maxBlocks]
+		for j := range bt {
+			bt[j] = d.scratchBlock
+			if j < len(s.BlockTable) {
+				id := s.BlockTable[j]
+				if id < 0 || int(id) >= d.kv.NumBlocks {
+					return fmt.Errorf("cuda: seq %d block %d out of range [0, %d)", s.SeqID, id, d.kv.NumBlocks)
+				}
+				bt[j] = id
+			}
+		}
+		for k, tok := range s.Tokens {
+			pos := s.StartPos + k
+			host[lay.pos+row] = int32(pos)
+			host[lay.srcRows+row] = -1
+			switch {
+			case tok >= 0 && int(tok) < V:
+				host[lay.tokens+row] = tok
+			case tok < 0 && n == 1:
+				// Overlap: the token this sequence sampled in the previous step, still on the GPU.
+				prev, ok := d.prevRow[s.SeqID]
+				if !ok {
+					return fmt.Errorf("cuda: seq %d asks for its previous sample but the last step did not sample it", s.SeqID)
+				}
+				host[lay.tokens+row] = 0
+				host[lay.srcRows+row] = int32(prev)
+				p.resolve = true
+			default:
+				return fmt.Errorf("cuda: seq %d token %d outside vocab %d", s.SeqID, tok, V)
+			}
+			if n > 1 {
+				host[lay.slots+row] = s.BlockTable[pos/B]*int32(B) + int32(pos%B)
+				p.nPrefill++
+			} else {
+				host[lay.slots+row] = -1
+			}
+			row++
+		}
+		if n == 1 {
+			host[lay.decSeqs+p.nDecode] = int32(i)
+			p.nDecode++
+		} else {
+			for q0 := 0; q0 < n; q0 += prefillTileRows {
+				host[lay.tileSeq+tile], host[lay.tileQ0+tile] = int32(i), int32(q0)
+				tile++
+			}
+		}
+		p.rowOfSeq = append(p.rowOfSeq, -1)
+		if s.Sample {
+			pr := s.Params
+			host[lay.sampleRows+srow] = int32(row - 1)
+			host[lay.temp+srow] = f32(pr.Temperature)
+			host[lay.topK+srow] = int32(pr.TopK)
+			host[lay.topP+srow] = f32(pr.TopP)
+			host[lay.seedLo+srow] = int32(uint32(pr.Seed))
+			host[lay.seedHi+srow] = int32(uint32(pr.Seed >> 32))
+			host[lay.index+srow] = int32(s.SampleIndex)
+			host[lay.banned+srow] = s.BannedToken
+			host[lay.wantLP+srow] = 0
+			if s.WantLogprob {
+				host[lay.wantLP+srow] = 1
+			}
+			p.rowOfSeq[i] = srow
+			p.seqOfRow = append(p.seqOfRow, i)
+			srow++
+		}
+	}
+	// Padding rows of a graph batch: greedy decode of token 0 at position 0
+	// into the scratch block, results ignored.
+	for i := len(b.Seqs); i < nSeq; i++ {
+		host[lay.qStart+i], host[lay.qLen+i], host[lay.ctx+i] = int32(i), 1, 0
+		for j := 0; j < d.maxBlocks; j++ {
+			host[lay.blockTables+i*d.maxBlocks+j] = d.scratchBlock
+		}
+		host[lay.tokens+i], host[lay.pos+i], host[lay.slots+i], host[lay.srcRows+i] = 0, 0, -1, -1
+		host[lay.decSeqs+p.nDecode] = int32(i)
+		p.nDecode++
+		host[lay.sampleRows+srow] = int32(i)
+		host[lay.temp+srow], host[lay.topK+srow], host[lay.topP+srow] = 0, 0, f32(1)
+		host[lay.seedLo+srow], host[lay.seedHi+srow], host[lay.index+srow] = 0, 0, 0
+		host[lay.banned+srow], host[lay.wantLP+srow] = -1, 0
+		srow++
+	}
+	return nil
+}
+
+// graphable reports whether b is a pure decode step that samples every
+// sequence: the shape CUDA graphs are captured for.
+func graphable(b *device.Batch) bool {
+	for i := range b.Seqs {
+		if len(b.Seqs[i].Tokens) != 1 || !b.Seqs[i].Sample {
+			return false
+		}
+	}
+	return len(b.Seqs) > 0
+}

@@ -1,0 +1,95 @@
+package cuda
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// opProfile times each named op of eager forward steps with CUDA events
+// (recorded between ops on the stream), for the benchmark's kernel table. It
+// is off unless EnableOpProfile is called; a graph replay is not split.
+type opProfile struct {
+	events  []uintptr
+	names   []string
+	used    int
+	totalMs map[string]float64
+	calls   map[string]int
+	order   []string
+}
+
+// EnableOpProfile starts per-op timing of eager steps (disable CUDA graphs to
+// profile decode). OpProfile reports and resets it.
+func (d *Device) EnableOpProfile() {
+	d.prof = &opProfile{totalMs: map[string]float64{}, calls: map[string]int{}}
+}
+
+func (d *Device) mark(name string) error {
+	p := d.prof
+	if p == nil {
+		return nil
+	}
+	if p.used == len(p.events) {
+		e, err := d.g.drv.eventCreate(0)
+		if err != nil {
+			return err
+		}
+		p.events = append(p.events, e)
+		p.names = append(p.names, "")
+	}
+	p.names[p.used] = name
+	if err := d.g.drv.eventRecord(p.events[p.used], d.g.stream); err != nil {
+		return err
+	}
+	p.used++
+	return nil
+}
+
+// collectProfile folds the step's marks into the totals; called after the
+// step's work is done.
+func (d *Device) collectProfile() error {
+	p := d.prof
+	if p == nil || p.used < 2 {
+		return nil
+	}
+	if err := d.g.drv.eventSync(p.events[p.used-1]); err != nil {
+		return err
+	}
+	for i := 1; i < p.used; i++ {
+		ms, err := d.g.drv.eventElapsedMs(p.events[i-1], p.events[i])
+		if err != nil {
+			return err
+		}
+		n := p.names[i]
+		if _, ok := p.calls[n]; !ok {
+			p.order = append(p.order, n)
+		}
+		p.totalMs[n] += float64(ms)
+		p.calls[n]++
+	}
+	p.used = 0
+	return nil
+}
+
+// OpProfile returns "op: time per step" lines, slowest first, and stops
+// profiling.
+func (d *Device) OpProfile(steps int) string {
+	defer func() { d.prof = nil }()
+	p := d.prof
+	if p == nil {
+		return ""
+	}
+	names := append([]string{}, p.order...)
+	sort.Slice(names, func(a, b int) bool { return p.totalMs[names[a]] > p.totalMs[names[b]] })
+	var b strings.Builder
+	sum := 0.0
+	for _, n := range names {
+		sum += p.totalMs[n]
+	}
+	for _, n := range names {
+		fmt.Fprintf(&b, "  %-16s %8.1f us/step  %5.1f%%  (%d launches/step)\n", n, 1000*p.totalMs[n]/float64(steps),
+			100*p.totalMs[n]/sum, p.calls[n]/max(steps, 1))
+	}
+	fmt.Fprintf(&b, "  %-16s %8.1f us/step\n", "total", 1000*sum/float64(steps))
+	return b.String()
+}

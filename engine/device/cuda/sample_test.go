@@ -1,0 +1,147 @@
+package cuda
+
+import (
+	"math"
+	"math/rand/v2"
+	"sort"
+	"testing"
+
+	"github.com/roseinfer/roseinfer/engine/sample"
+)
+
+// sampleRowsGPU runs sample_rows over M rows of logits (row stride ld; ld = 0
+// makes every row read row 0) and returns the ids and logprobs.
+func sampleRowsGPU(t *testing.T, g *gpu, logits []float32, ld, V int, ps []sample.Params, index []int, banned []int32, wantLP bool) ([]int32, []float32) {
+	t.Helper()
+	M := len(ps)
+	temp, topP := make([]float32, M), make([]float32, M)
+	topK, seedLo, seedHi, idx, want := make([]int32, M), make([]uint32, M), make([]uint32, M), make([]int32, M), make([]int32, M)
+	for i, p := range ps {
+		temp[i], topK[i], topP[i] = p.Temperature, int32(p.TopK), p.TopP
+		seedLo[i], seedHi[i], idx[i] = uint32(p.Seed), uint32(p.Seed>>32), int32(index[i])
+		if wantLP {
+			want[i] = 1
+		}
+	}
+	outTok, outLP := devBuf(t, g, 4*M), devBuf(t, g, 4*M)
+	if err := g.launch(g.kernel("sample_rows"), M, 1, 1, 1024, 0, argPtr(outTok), argPtr(outLP), argPtr(upload(t, g, logits)),
+		argInt(ld), argInt(V), argPtr(upload(t, g, temp)), argPtr(upload(t, g, topK)), argPtr(upload(t, g, topP)),
+		argPtr(upload(t, g, seedLo)), argPtr(upload(t, g, seedHi)), argPtr(upload(t, g, idx)), argPtr(upload(t, g, banned)),
+		argPtr(upload(t, g, want))); err != nil {
+		t.Fatal(err)
+	}
+	return download[int32](t, g, outTok, M), download[float32](t, g, outLP, M)
+}
+
+// TestSamplerMatchesCPU: on random rows and settings the GPU draws exactly
+// the token engine/sample's reference draws with the same seed and index.
+func TestSamplerMatchesCPU(t *testing.T) {
+	g := testGPU(t)
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, V := range []int{50257, 1000, 3} {
+		const M = 96
+		logits := make([]float32, M*V)
+		ps := make([]sample.Params, M)
+		index := make([]int, M)
+		banned := make([]int32, M)
+		for i := 0; i < M; i++ {
+			scale := []float32{0.5, 3, 10}[i%3]
+			copy(logits[i*V:], randn(r, V, scale))
+			if i%7 == 0 { // ties and -inf in the row
+				for j := 0; j < V; j += 5 {
+					logits[i*V+j] = logits[i*V]
+				}
+				logits[i*V+1] = float32(math.Inf(-1))
+			}
+			ps[i] = sample.Params{
+				Temperature: []float32{0, 0.7, 1, 1.5}[i%4],
+				TopK:        []int{0, 1, 50, 2000, -1}[i%5],
+				TopP:        []float32{1, 0.9, 0.5, 0.99}[(i/4)%4],
+				Seed:        r.Uint64(),
+			}
+			index[i] = r.IntN(1000)
+			banned[i] = -1
+			if i%3 == 1 {
+				banned[i] = int32(r.IntN(V))
+			}
+		}
+		got, lp := sampleRowsGPU(t, g, logits, V, V, ps, index, banned, true)
+		cpu := sample.NewSampler(V)
+		mismatches := 0
+		for i := 0; i < M; i++ {
+			row := logits[i*V : (i+1)*V]
+			want := cpu.Sample(row, ps[i], index[i], banned[i])
+			if got[i] != want {
+				mismatches++
+				t.Errorf("V=%d row %d %+v index %d banned %d: GPU %d, CPU %d", V, i, ps[i], index[i], banned[i], got[i], want)
+			}
+			if got[i] >= 0 && int(got[i]) < V {
+				if wlp := sample.LogProb(row, got[i]); math.Abs(float64(lp[i]-wlp)) > 1e-4*math.Max(1, math.Abs(float64(wlp))) {
+					t.Errorf("V=%d row %d: logprob %v, CPU %v", V, i, lp[i], wlp)
+				}
+			}
+		}
+		if mismatches > 0 {
+			t.Logf("V=%d: %d of %d rows differ", V, mismatches, M)
+		}
+	}
+}
+
+// TestSamplerDistribution draws 40,000 tokens from one row with top-k and
+// top-p and checks the histogram against the probabilities the CPU rule
+// assigns (chi-square, p = 0.001).
+func TestSamplerDistribution(t *testing.T) {
+	g := testGPU(t)
+	r := rand.New(rand.NewPCG(9, 10))
+	const V, M = 50257, 40000
+	row := randn(r, V, 2.5)
+	p := sample.Params{Temperature: 0.8, TopK: 40, TopP: 0.9, Seed: 12345}
+	ps, index, banned := make([]sample.Params, M), make([]int, M), make([]int32, M)
+	for i := range ps {
+		ps[i], index[i], banned[i] = p, i, -1
+	}
+	got, _ := sampleRowsGPU(t, g, row, 0, V, ps, index, banned, false)
+
+	// Expected probabilities from the rule in engine/sample/sampler.go.
+	ids := make([]int, V)
+	for i := range ids {
+		ids[i] = i
+	}
+	sort.Slice(ids, func(a, b int) bool {
+		return row[ids[a]] > row[ids[b]] || (row[ids[a]] == row[ids[b]] && ids[a] < ids[b])
+	})
+	ids = ids[:p.TopK]
+	m := float64(row[ids[0]])
+	w := make([]float64, len(ids))
+	z := 0.0
+	for i, id := range ids {
+		w[i] = math.Exp((float64(row[id]) - m) / float64(p.Temperature))
+		z += w[i]
+	}
+	kept, acc := 0, 0.0
+	for kept < len(ids) && acc < float64(p.TopP)*z {
+		acc += w[kept]
+		kept++
+	}
+	counts := map[int32]int{}
+	for _, tok := range got {
+		counts[tok]++
+	}
+	chi2 := 0.0
+	for i := 0; i < kept; i++ {
+		e := w[i] / acc * M
+		o := float64(counts[int32(ids[i])])
+		chi2 += (o - e) * (o - e) / e
+		delete(counts, int32(ids[i]))
+	}
+	if len(counts) > 0 {
+		t.Fatalf("drew tokens outside the top-k/top-p set: %v", counts)
+	}
+	// Critical value of chi-square with df = kept-1 at p = 0.001 (Wilson-Hilferty).
+	df := float64(kept - 1)
+	crit := df * math.Pow(1-2/(9*df)+3.09*math.Sqrt(2/(9*df)), 3)
+	t.Logf("kept %d tokens, chi2 = %.1f, critical %.1f", kept, chi2, crit)
+	if chi2 > crit {
+		t.Errorf("chi-square %.1f > %.1f: draws do not follow the reference distribution", chi2, crit)
+	}
+}
