@@ -67,7 +67,7 @@ func newRootCmd() *cobra.Command {
 With no flags, "bench online" launches roseinfer (CPU, built-in tiny model) and
 replays the bundled Azure 2023 conversation trace; results go to
 results/runs/online_<YYYYmmdd_HHMMSS>/. Times are seconds in JSON and
-milliseconds in tables; metric definitions are in docs (METRICS).
+milliseconds in tables; "bench online --help" says what each figure means.
 
 First Ctrl-C: stop sending, let requests in flight finish, stop the servers and
 write partial results. Second Ctrl-C: abort requests in flight and exit.`,

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/roseinfer/roseinfer/harness/backend"
+	"github.com/roseinfer/roseinfer/harness/offline"
+)
+
+func init() { addCommand(newOfflineCmd) }
+
+// CPU-sized offline defaults (flags not given, device cpu): the original's
+// 256 prompts × 128 output tokens, twice (in-process and server), is minutes
+// of work for the tiny model on 2 cores.
+const (
+	cpuDefaultNumPrompts = 64
+	cpuDefaultOutputLen  = 64
+)
+
+func newOfflineCmd() *cobra.Command {
+	o := offline.Default()
+	backends := strings.Join(o.Backends, ",")
+	serverArgs := ""
+	var simStepUS int
+	var timeoutReadyS float64
+	cmd := &cobra.Command{
+		Use:   "offline",
+		Short: "Fixed-length generation throughput: req/s, output tok/s, total tok/s",
+		Long: `Measure throughput on fixed-length work: --num-prompts prompts of exactly
+--input-len random token ids (the same ids for every backend, seed --seed), each
+generating exactly --output-len tokens (ignore_eos), all submitted at once. The
+timed region runs from the first prompt submitted to the last token of the last
+prompt; model loading and warmup (--warmup-prompts prompts, up to 16 tokens) are
+excluded. Reports req/s, output tok/s, total tok/s, total latency, and the
+prefill/decode split (until the last prompt's first token / the rest).
+
+Backends: "roseinfer" runs the engine in this process through its Go API;
+"roseinfer+server" launches "roseinfer serve" and sends the prompts as streaming
+token-id completions, so the difference between the two is the serving cost.
+
+Defaults are the original's except: --device cpu, and for the CPU only
+--num-prompts ` + strconv.Itoa(cpuDefaultNumPrompts) + ` (original 256) and --output-len ` + strconv.Itoa(cpuDefaultOutputLen) +
+			` (original 128).
+
+Writes <output-dir>/offline_<YYYYmmdd_HHMMSS>/offline_results.json and
+offline_summary.md. Exit status: 0 ok, 1 a backend failed, 130 interrupted.`,
+		Example: `  bench offline --input-len 256 --output-len 64 --num-prompts 128
+  bench offline --backends roseinfer --device sim --sim-step-us 1000
+  bench offline --model ./gpt2-random --input-len 512 --output-len 128`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Backends = splitList(backends)
+			var err error
+			if o.ServerArgs, err = backend.SplitArgs(serverArgs); err != nil {
+				return fmt.Errorf("--server-args: %w", err)
+			}
+			o.SimStep = time.Duration(simStepUS) * time.Microsecond
+			o.TimeoutReady = seconds(timeoutReadyS)
+			if o.Device == "cpu" && !cmd.Flags().Changed("num-prompts") {
+				o.NumPrompts = cpuDefaultNumPrompts
+			}
+			if o.Device == "cpu" && !cmd.Flags().Changed("output-len") {
+				o.OutputLen = cpuDefaultOutputLen
+			}
+			o.Log = os.Stderr
+			rep, err := offline.Run(sig.stop, o)
+			if err != nil {
+				return err
+			}
+			fmt.Println(rep.ResultsPath)
+			fmt.Println(rep.SummaryPath)
+			if rep.Interrupted {
+				return &exitError{code: exitInterrupted, msg: "interrupted; partial results written to " + rep.RunDir}
+			}
+			if len(rep.Failures) > 0 {
+				return &exitError{code: exitFailed, msg: "failed:\n  " + strings.Join(rep.Failures, "\n  ")}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&backends, "backends", backends, "comma list: roseinfer (in-process engine), roseinfer+server (HTTP)")
+	f.StringVar(&o.Device, "device", o.Device, "cpu or sim in-process; the server takes any roseinfer --device")
+	f.StringVar(&o.Model, "model", "", `HF GPT-2 checkpoint directory ("" = built-in tiny model)`)
+	f.IntVar(&simStepUS, "sim-step-us", 1000, "step time of the sim device in µs")
+	f.IntVar(&o.NumPrompts, "num-prompts", o.NumPrompts, fmt.Sprintf("number of prompts; CPU: %d", cpuDefaultNumPrompts))
+	f.IntVar(&o.InputLen, "input-len", o.InputLen, "prompt length in tokens")
+	f.IntVar(&o.OutputLen, "output-len", o.OutputLen, fmt.Sprintf("generated tokens per prompt; CPU: %d", cpuDefaultOutputLen))
+	f.Float64Var(&o.Temperature, "temperature", o.Temperature, "sampling temperature")
+	f.Float64Var(&o.TopP, "top-p", o.TopP, "nucleus sampling top_p")
+	f.IntVar(&o.TopK, "top-k", o.TopK, "top_k")
+	f.BoolVar(&o.IgnoreEOS, "ignore-eos", o.IgnoreEOS, "generate exactly --output-len tokens (--ignore-eos=false stops at EOS)")
+	f.Int64Var(&o.Seed, "seed", o.Seed, "seed of the prompt token ids")
+	f.IntVar(&o.MaxBatchSize, "max-batch-size", o.MaxBatchSize, "sequences per engine step (roseinfer --max-num-seqs)")
+	f.IntVar(&o.WarmupPrompts, "warmup-prompts", o.WarmupPrompts, "warmup prompts before the timed batch (0 = none)")
+	f.BoolVar(&o.PrefixCache, "prefix-cache", o.PrefixCache, "roseinfer prefix cache")
+	f.StringVar(&serverArgs, "server-args", "", `extra "roseinfer serve" flags for roseinfer+server`)
+	f.StringVar(&o.RoseinferBin, "roseinfer-bin", "", "roseinfer executable (default: next to bench, then $PATH, then go build)")
+	f.StringVar(&o.Host, "host", o.Host, "bind host of the launched server")
+	f.IntVar(&o.PortBase, "port-base", o.PortBase, "first port tried for the server")
+	f.Float64Var(&timeoutReadyS, "timeout-ready-s", o.TimeoutReady.Seconds(), "max seconds to wait for the server")
+	f.StringVar(&o.OutputDir, "output-dir", o.OutputDir, "parent of the run directory offline_<YYYYmmdd_HHMMSS>")
+	return cmd
+}

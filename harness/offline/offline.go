@@ -1,0 +1,249 @@
+// Package offline measures fixed-length generation throughput: num_prompts
+// prompts of exactly input_len random token ids (the same ids for every
+// backend), each generating exactly output_len tokens (ignore_eos), all
+// submitted at once. roseinfer runs in this process through the engine API
+// (label "roseinfer") and through its HTTP server (label
+// "roseinfer+server"), so the difference is the serving overhead.
+package offline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/roseinfer/roseinfer/engine/sample"
+	"github.com/roseinfer/roseinfer/results"
+)
+
+// Labels of the offline backends.
+const (
+	LabelInProcess = "roseinfer"
+	LabelServer    = "roseinfer+server"
+)
+
+// Options are `bench offline`'s settings.
+type Options struct {
+	Backends      []string // roseinfer (in-process), roseinfer+server
+	Device        string   // cpu or sim (in-process); any roseinfer --device for the server
+	Model         string   // HF checkpoint dir; "" = built-in tiny model
+	SimStep       time.Duration
+	NumPrompts    int
+	InputLen      int
+	OutputLen     int
+	Temperature   float64
+	TopP          float64
+	TopK          int
+	IgnoreEOS     bool
+	Seed          int64
+	MaxBatchSize  int
+	WarmupPrompts int
+	PrefixCache   bool
+
+	ServerArgs   []string
+	RoseinferBin string
+	Host         string
+	PortBase     int
+	TimeoutReady time.Duration
+
+	OutputDir string
+	RunDir    string
+	Log       io.Writer
+}
+
+// Default returns the original's defaults (A.2) with both roseinfer labels
+// and the CPU device.
+func Default() Options {
+	return Options{
+		Backends:      []string{LabelInProcess, LabelServer},
+		Device:        "cpu",
+		NumPrompts:    256,
+		InputLen:      512,
+		OutputLen:     128,
+		Temperature:   0.7,
+		TopP:          0.9,
+		TopK:          50,
+		IgnoreEOS:     true,
+		Seed:          42,
+		MaxBatchSize:  256,
+		WarmupPrompts: 8,
+		PrefixCache:   true,
+		Host:          "127.0.0.1",
+		PortBase:      18000,
+		TimeoutReady:  120 * time.Second,
+		OutputDir:     "results/runs",
+	}
+}
+
+// Report is what the command prints and exits on.
+type Report struct {
+	RunDir, ResultsPath, SummaryPath string
+	Failures                         []string
+	Interrupted                      bool
+}
+
+// Run runs every offline backend in turn and writes offline_results.json
+// and offline_summary.md (rewritten after each backend). Cancelling ctx
+// stops the run after aborting the batch in flight.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	runDir := o.RunDir
+	if runDir == "" {
+		runDir = filepath.Join(o.OutputDir, "offline_"+time.Now().Format("20060102_150405"))
+	}
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		return nil, fmt.Errorf("run dir: %w", err)
+	}
+	rep := &Report{RunDir: runDir, ResultsPath: filepath.Join(runDir, results.OfflineResultsFile),
+		SummaryPath: filepath.Join(runDir, results.OfflineSummaryFile)}
+	start := time.Now()
+	out := &results.Offline{Meta: o.meta()}
+	backendWall := map[string]float64{}
+	out.Meta["backend_wall_s"] = backendWall
+	out.Meta["run_start_time"] = start.Format(timeFormat)
+	write := func() error {
+		out.Meta["run_end_time"] = time.Now().Format(timeFormat)
+		out.Meta["wall_s"] = time.Since(start).Seconds()
+		out.Meta["interrupted"] = rep.Interrupted
+		if err := results.WriteJSON(rep.ResultsPath, out); err != nil {
+			return err
+		}
+		return results.WriteAtomic(rep.SummaryPath, func(w io.Writer) error { return results.WriteOfflineSummary(w, out) })
+	}
+
+	prompts := RandomPrompts(o.NumPrompts, o.InputLen, vocabSize, o.Seed)
+	warmup := RandomPrompts(o.WarmupPrompts, o.InputLen, vocabSize, o.Seed+1)
+	for _, label := range o.Backends {
+		if ctx.Err() != nil {
+			rep.Interrupted = true
+			break
+		}
+		fmt.Fprintf(o.Log, "[%s] offline: %d prompts x %d tokens -> %d tokens\n", label, o.NumPrompts, o.InputLen, o.OutputLen)
+		t0 := time.Now()
+		var res results.OfflineResult
+		var err error
+		switch label {
+		case LabelInProcess:
+			res, err = o.runInProcess(ctx, prompts, warmup)
+		case LabelServer:
+			res, err = o.runServer(ctx, runDir, prompts, warmup)
+		default:
+			err = fmt.Errorf("offline backend %q is not supported by this build (roseinfer, roseinfer+server)", label)
+		}
+		res.Backend, res.Device = label, o.Device
+		res.Model = o.modelName()
+		res.NumPrompts, res.InputLen, res.OutputLen = o.NumPrompts, o.InputLen, o.OutputLen
+		if res.Extra == nil {
+			res.Extra = map[string]any{}
+		}
+		backendWall[label] = time.Since(t0).Seconds()
+		if err != nil {
+			if ctx.Err() != nil {
+				rep.Interrupted = true
+			}
+			// A failed backend keeps zero rates and its wall time, as the original.
+			res.RequestThroughputRPS, res.OutputThroughputTPS, res.TotalThroughputTPS = 0, 0, 0
+			if res.TotalS == 0 {
+				res.TotalS = time.Since(t0).Seconds()
+			}
+			res.Extra["error"] = err.Error()
+			rep.Failures = append(rep.Failures, label+": "+err.Error())
+			fmt.Fprintf(o.Log, "[%s] FAILED: %v\n", label, err)
+		} else {
+			fmt.Fprintf(o.Log, "[%s] %.2f req/s, %.2f output tok/s, %.2f total tok/s, %.3f s\n", label,
+				res.RequestThroughputRPS, res.OutputThroughputTPS, res.TotalThroughputTPS, res.TotalS)
+		}
+		out.Results = append(out.Results, res)
+		if err := write(); err != nil {
+			return rep, err
+		}
+	}
+	if ctx.Err() != nil {
+		rep.Interrupted = true
+	}
+	return rep, write()
+}
+
+// vocabSize is GPT-2's: every built-in model keeps the real vocabulary.
+const vocabSize = 50257
+
+// RandomPrompts returns n prompts of exactly length token ids drawn
+// uniformly from [0, vocab) with a PCG generator seeded by seed: the same
+// ids for every backend of a run.
+func RandomPrompts(n, length, vocab int, seed int64) [][]int32 {
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x6f66666c696e65)) // "offline"
+	out := make([][]int32, n)
+	for i := range out {
+		p := make([]int32, length)
+		for j := range p {
+			p[j] = int32(rng.IntN(vocab))
+		}
+		out[i] = p
+	}
+	return out
+}
+
+func (o *Options) validate() error {
+	switch {
+	case len(o.Backends) == 0:
+		return errors.New("no backends to run")
+	case o.NumPrompts < 1 || o.InputLen < 1 || o.OutputLen < 1:
+		return fmt.Errorf("need --num-prompts, --input-len and --output-len >= 1 (got %d, %d, %d)", o.NumPrompts, o.InputLen, o.OutputLen)
+	case o.InputLen+o.OutputLen > 1024 && o.Model == "":
+		return fmt.Errorf("--input-len %d + --output-len %d exceed the built-in model's 1024-token context", o.InputLen, o.OutputLen)
+	case o.MaxBatchSize < 1:
+		return errors.New("--max-batch-size must be at least 1")
+	case o.WarmupPrompts < 0:
+		return errors.New("--warmup-prompts must not be negative")
+	}
+	return nil
+}
+
+func (o *Options) modelName() string {
+	if o.Model == "" {
+		return "roseinfer built-in tiny (GPT-2 vocabulary, random weights)"
+	}
+	return o.Model
+}
+
+func (o *Options) sampleParams() sample.Params {
+	return sample.Params{Temperature: float32(o.Temperature), TopK: o.TopK, TopP: float32(o.TopP)}
+}
+
+const timeFormat = "2006-01-02T15:04:05-07:00"
+
+// meta is offline_results.json's meta: the original's keys where they apply
+// (E.3), then additions.
+func (o *Options) meta() map[string]any {
+	return map[string]any{
+		"model":          o.modelName(),
+		"device":         o.Device,
+		"seed":           o.Seed,
+		"num_prompts":    o.NumPrompts,
+		"input_len":      o.InputLen,
+		"output_len":     o.OutputLen,
+		"temperature":    o.Temperature,
+		"top_p":          o.TopP,
+		"top_k":          o.TopK,
+		"ignore_eos":     o.IgnoreEOS,
+		"max_batch_size": o.MaxBatchSize,
+		"warmup_prompts": o.WarmupPrompts,
+		"backends":       o.Backends,
+		"versions":       map[string]any{},
+		// Additions.
+		"prefix_cache": o.PrefixCache,
+		"server_args":  strings.Join(o.ServerArgs, " "),
+		"sim_step_us":  strconv.FormatInt(o.SimStep.Microseconds(), 10),
+	}
+}

@@ -1,0 +1,196 @@
+package offline
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/roseinfer/roseinfer/harness/backend"
+	"github.com/roseinfer/roseinfer/harness/client"
+	"github.com/roseinfer/roseinfer/results"
+)
+
+// batchTiming is one timed batch: when it started, when every prompt had its
+// first token, and when the last token arrived; plus the token totals.
+type batchTiming struct {
+	start, prefillEnd, end           time.Time
+	totalInputTokens, totalOutTokens int
+}
+
+// result turns a timed batch into the offline figures (METRICS.md,
+// "Offline"): req/s = prompts / total time, output tok/s = generated tokens
+// / total time, total tok/s = (prompt + generated tokens) / total time;
+// prefill_s = until the last prompt's first token, decode_s = the rest.
+// Denominators are floored at 1e-9 s, as the original.
+func (o *Options) result(b batchTiming) results.OfflineResult {
+	total := b.end.Sub(b.start).Seconds()
+	prefill := b.prefillEnd.Sub(b.start).Seconds()
+	decode := total - prefill
+	d := max(total, 1e-9)
+	return results.OfflineResult{
+		TotalInputTokens:     b.totalInputTokens,
+		TotalOutputTokens:    b.totalOutTokens,
+		PrefillS:             &prefill,
+		DecodeS:              &decode,
+		TotalS:               total,
+		RequestThroughputRPS: float64(o.NumPrompts) / d,
+		OutputThroughputTPS:  float64(b.totalOutTokens) / d,
+		TotalThroughputTPS:   float64(b.totalInputTokens+b.totalOutTokens) / d,
+	}
+}
+
+// checkLengths enforces the run's contract: with ignore_eos every prompt
+// yields exactly output_len tokens, so the totals are prompts × lengths.
+func (o *Options) checkLengths(numTokens []int) error {
+	if !o.IgnoreEOS {
+		return nil
+	}
+	for i, n := range numTokens {
+		if n != o.OutputLen {
+			return fmt.Errorf("prompt %d generated %d tokens, want exactly %d (ignore_eos)", i, n, o.OutputLen)
+		}
+	}
+	return nil
+}
+
+// runInProcess measures roseinfer through the engine API in this process.
+func (o *Options) runInProcess(ctx context.Context, prompts, warmup [][]int32) (results.OfflineResult, error) {
+	maxConc := min(o.NumPrompts, o.MaxBatchSize)
+	e, cfg, err := openEngine(EngineOptions{Device: o.Device, Model: o.Model, SimStep: o.SimStep, MaxNumSeqs: o.MaxBatchSize,
+		PrefixCache: o.PrefixCache, MaxConcurrent: maxConc, MaxSeqTokens: o.InputLen + o.OutputLen})
+	if err != nil {
+		return results.OfflineResult{}, err
+	}
+	defer e.Close()
+	extra := map[string]any{"prefix_cache": o.PrefixCache, "max_num_seqs": o.MaxBatchSize,
+		"model_layers": cfg.NumLayers, "model_channels": cfg.Channels,
+		"prefill_split": "prefill_s = until the last prompt's first token; decode_s = the rest"}
+	params := o.sampleParams()
+	if len(warmup) > 0 {
+		if _, err := generate(ctx, e, warmup, min(16, o.OutputLen), params, uint64(o.Seed)+1<<32, o.IgnoreEOS); err != nil {
+			return results.OfflineResult{Extra: extra}, fmt.Errorf("warmup: %w", err)
+		}
+	}
+	r, err := generate(ctx, e, prompts, o.OutputLen, params, uint64(o.Seed), o.IgnoreEOS)
+	if err != nil {
+		return results.OfflineResult{Extra: extra}, err
+	}
+	if err := o.checkLengths(r.numTokens); err != nil {
+		return results.OfflineResult{Extra: extra}, err
+	}
+	prefillEnd, err := r.prefillEnd()
+	if err != nil {
+		return results.OfflineResult{Extra: extra}, err
+	}
+	b := batchTiming{start: r.start, prefillEnd: prefillEnd, end: r.end()}
+	for i, p := range prompts {
+		b.totalInputTokens += len(p)
+		b.totalOutTokens += r.numTokens[i]
+	}
+	res := o.result(b)
+	res.Extra = extra
+	return res, nil
+}
+
+// runServer measures roseinfer through its HTTP server: all prompts sent at
+// once as streaming token-id completions.
+func (o *Options) runServer(ctx context.Context, runDir string, prompts, warmup [][]int32) (results.OfflineResult, error) {
+	bin := o.RoseinferBin
+	if bin == "" {
+		var err error
+		if bin, err = backend.FindRoseinfer(ctx); err != nil {
+			return results.OfflineResult{}, err
+		}
+	}
+	flags := []string{"--max-num-seqs", strconv.Itoa(o.MaxBatchSize)}
+	if o.Device == "sim" && o.SimStep > 0 {
+		flags = append(flags, "--sim-step-us", strconv.FormatInt(o.SimStep.Microseconds(), 10))
+	}
+	if !o.PrefixCache {
+		flags = append(flags, "--no-prefix-cache")
+	}
+	spec := backend.Roseinfer(backend.RoseinferOptions{Binary: bin, Label: LabelServer, Device: o.Device, Model: o.Model,
+		Flags: append(flags, o.ServerArgs...)})
+	srv, err := backend.Launch(ctx, spec, backend.LaunchOptions{Host: o.Host, PortBase: o.PortBase, RunDir: runDir,
+		ReadyTimeout: o.TimeoutReady})
+	if err != nil {
+		return results.OfflineResult{}, err
+	}
+	defer srv.Stop()
+	extra := map[string]any{"cmd": srv.Argv, "base_url": srv.BaseURL, "log_path": srv.LogPath,
+		"prefill_split": "prefill_s = until the last prompt's first chunk arrived; decode_s = the rest"}
+	if v := spec.Version(ctx); v != "" {
+		extra["version"] = v
+	}
+	c := client.New(client.Options{BaseURL: srv.BaseURL, MaxConcurrency: len(prompts)})
+	defer c.Close()
+	if len(warmup) > 0 {
+		if _, err := o.sendBatch(ctx, c, srv.ModelID, warmup, min(16, o.OutputLen)); err != nil {
+			return results.OfflineResult{Extra: extra}, fmt.Errorf("warmup: %w", err)
+		}
+	}
+	b, err := o.sendBatch(ctx, c, srv.ModelID, prompts, o.OutputLen)
+	if died, why := srv.Died(); died {
+		return results.OfflineResult{Extra: extra}, fmt.Errorf("%s", why)
+	}
+	if err != nil {
+		return results.OfflineResult{Extra: extra}, err
+	}
+	res := o.result(b)
+	res.Extra = extra
+	return res, nil
+}
+
+// sendBatch sends every prompt at once and waits for all streams.
+func (o *Options) sendBatch(ctx context.Context, c *client.Client, model string, prompts [][]int32, maxTokens int) (batchTiming, error) {
+	bodies := make([][]byte, len(prompts))
+	for i, p := range prompts {
+		var err error
+		bodies[i], err = client.BuildBody(client.Params{Model: model, PromptTokens: p, MaxTokens: maxTokens,
+			Temperature: o.Temperature, TopP: o.TopP, TopK: o.TopK, IgnoreEOS: o.IgnoreEOS}, client.Roseinfer)
+		if err != nil {
+			return batchTiming{}, err
+		}
+	}
+	res := make([]*client.Result, len(prompts))
+	var wg sync.WaitGroup
+	b := batchTiming{start: time.Now()}
+	for i := range bodies {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res[i] = c.Do(ctx, client.Completions, bodies[i])
+		}()
+	}
+	wg.Wait()
+	b.prefillEnd, b.end = b.start, b.start
+	numTokens := make([]int, len(res))
+	for i, r := range res {
+		if r.Err != nil {
+			return b, fmt.Errorf("prompt %d: %s: %w", i, r.ErrKind, r.Err)
+		}
+		if len(r.Chunks) == 0 {
+			return b, fmt.Errorf("prompt %d: no tokens", i)
+		}
+		if r.UsagePromptTokens >= 0 && r.UsagePromptTokens != len(prompts[i]) {
+			return b, fmt.Errorf("prompt %d: server counted %d prompt tokens, sent %d", i, r.UsagePromptTokens, len(prompts[i]))
+		}
+		if first := r.Chunks[0].At; first.After(b.prefillEnd) {
+			b.prefillEnd = first
+		}
+		if last := r.Chunks[len(r.Chunks)-1].At; last.After(b.end) {
+			b.end = last
+		}
+		numTokens[i] = r.NumTokens()
+		b.totalInputTokens += len(prompts[i])
+		b.totalOutTokens += numTokens[i]
+	}
+	if maxTokens == o.OutputLen {
+		if err := o.checkLengths(numTokens); err != nil {
+			return b, err
+		}
+	}
+	return b, nil
+}
