@@ -13,18 +13,26 @@ import "github.com/roseinfer/roseinfer/results"
 // Error.
 func Succeeded(r *results.Request) bool { return r.Error == nil }
 
+// maxChunkTokens bounds one chunk's token count. No server sends a million
+// tokens in one chunk; a record claiming so is corrupt, and trusting it
+// would make ITL allocate one sample per claimed token.
+const maxChunkTokens = 1 << 20
+
 // tokenEvents returns the token-carrying chunks of r: arrival a_j (seconds
 // after t_0) and token count k_j. METRICS.md: "Chunks with no generated
 // tokens (usage-only, finish-only) are not token events", so entries with
 // k_j < 1 are skipped. ok is false when the record's ChunkS and ChunkTokens
-// disagree in length: its token counts cannot be trusted, so every
-// chunk-based figure is undefined rather than guessed ("never assume one
-// token per chunk").
+// disagree in length or a count is absurd: its token counts cannot be
+// trusted, so every chunk-based figure is undefined rather than guessed
+// ("never assume one token per chunk").
 func tokenEvents(r *results.Request) (at []float64, k []int, ok bool) {
 	if len(r.ChunkS) != len(r.ChunkTokens) {
 		return nil, nil, false
 	}
 	for j, n := range r.ChunkTokens {
+		if n > maxChunkTokens {
+			return nil, nil, false
+		}
 		if n >= 1 {
 			at = append(at, r.ChunkS[j])
 			k = append(k, n)

@@ -67,6 +67,8 @@ func TestPerRequestFigures(t *testing.T) {
 		{"no tokens at all", results.Request{StartS: 1, ScheduledS: 1, EndS: 1.5}, figures{e2e: 0.5}},
 		{"chunk arrays disagree: nothing guessed", results.Request{StartS: 1, ScheduledS: 0.5, EndS: 2,
 			ChunkS: []float64{0.25, 0.5}, ChunkTokens: []int{1}}, figures{e2e: 1, sendLag: 0.5}},
+		{"an absurd chunk count: nothing guessed", results.Request{StartS: 1, ScheduledS: 1, EndS: 2,
+			ChunkS: []float64{0.25, 0.5}, ChunkTokens: []int{1, 1 << 40}}, figures{e2e: 1}},
 		{"an error keeps its timings", failed("http_5xx"), figures{
 			n: 1, events: 1, ttft: f(0.0625), ttftSched: f(0.09375), e2e: 0.125, sendLag: 0.03125}},
 	}
