@@ -302,6 +302,26 @@ func unregister(s *Server) {
 	delete(live.servers, s)
 }
 
+// Running returns the launched servers not yet stopped.
+func Running() []*Server {
+	live.Lock()
+	defer live.Unlock()
+	out := make([]*Server, 0, len(live.servers))
+	for s := range live.servers {
+		out = append(out, s)
+	}
+	return out
+}
+
+// PID is the launched server's process id (its process group id); 0 for a
+// server that was not launched.
+func (s *Server) PID() int {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // KillAll SIGKILLs the process group of every launched server that has not
 // been stopped. It is for the harness's last exit path (a second Ctrl-C);
 // normal paths call Stop.
