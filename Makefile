@@ -3,7 +3,7 @@ GO       ?= go
 BIN      := bin
 export CGO_ENABLED := 0
 
-.PHONY: all build bench test vet fmt-check fuzz gpu-build gpu-test gpu-bench clean
+.PHONY: all build bench test vet fmt-check fuzz gpu-build gpu-test gpu-bench clean lint-workflows
 
 all: build
 
@@ -22,7 +22,7 @@ vet:
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-test: fmt-check vet build
+test: fmt-check vet build lint-workflows
 	$(GO) test -count=1 -timeout 30m ./...
 
 # GPU: build here (no CUDA needed), run on the GPU machine with only the binaries.
@@ -36,6 +36,10 @@ gpu-test:
 
 gpu-bench:
 	bash engine/device/cuda/gpu_check.sh bench
+
+# GitHub workflows are checked with actionlint (a go tool dependency, pinned in go.mod).
+lint-workflows:
+	$(GO) tool actionlint .github/workflows/*.yml
 
 clean:
 	rm -rf $(BIN)
