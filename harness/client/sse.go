@@ -44,6 +44,7 @@ type sseReader struct {
 	br      *bufio.Reader
 	long    []byte // assembles a line longer than the bufio buffer
 	pending []byte // data of the event being assembled
+	spare   []byte // the previous event's data, reused once the caller is done with it
 	at      time.Time
 	hasData bool
 }
@@ -55,7 +56,7 @@ func newSSEReader(r io.Reader) *sseReader {
 	return &sseReader{stamp: s, br: bufio.NewReaderSize(s, readBufferSize)}
 }
 
-// next returns the next event, or io.EOF when the body ended cleanly between
+// next returns the next event (its data valid until the following call), or io.EOF when the body ended cleanly between
 // events, or the read error.
 func (s *sseReader) next() (event, error) {
 	for {
@@ -105,10 +106,13 @@ func (s *sseReader) add(data []byte, at time.Time) {
 	s.hasData = true
 }
 
+// flush ends the event being assembled. Its data stays valid until the
+// next call to next (two buffers swap, so reading the line after an event
+// does not overwrite the event).
 func (s *sseReader) flush() event {
-	ev := event{data: bytes.Clone(s.pending), at: s.at}
+	ev := event{data: s.pending, at: s.at}
 	ev.done = bytes.Equal(bytes.TrimSpace(ev.data), doneMarker)
-	s.pending = s.pending[:0]
+	s.pending, s.spare = s.spare[:0], s.pending
 	s.hasData = false
 	return ev
 }
