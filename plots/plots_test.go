@@ -291,3 +291,19 @@ func TestPlainNumber(t *testing.T) {
 		}
 	}
 }
+
+func TestFailedBackendWithoutSummaries(t *testing.T) {
+	on := loadOnline(t, "report_original_single.json")
+	on.ByBackend["vllm"] = &results.Backend{Backend: "vllm", Error: "server exited with status 1 before ready"}
+	fig, err := OnlineLatencyCompare(on)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svg, err := fig.SVG()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(svg, []byte(">vLLM (failed)<")) {
+		t.Error("a backend that failed before any scale is missing from the legend")
+	}
+}

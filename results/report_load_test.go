@@ -143,3 +143,20 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// FuzzDecodeOnline: no input may panic the lenient decoder.
+func FuzzDecodeOnline(f *testing.F) {
+	for _, name := range []string{"report_original_single.json", "report_original_offline.json"} {
+		data, err := os.ReadFile("testdata/" + name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte(`{"summaries": [{"valid": NaN, "rounds": [{}]}], "by_backend": {"x": null}}`))
+	f.Add([]byte(`{"summaries": NaN, "by_backend": {"x": {"runs": [{"summary": {"rounds": [{"valid": true}]}}]}}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, _ = DecodeOnline(data)
+		_, _ = DecodeOffline(data)
+	})
+}
