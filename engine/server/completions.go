@@ -98,7 +98,11 @@ func (x *exchange) submit(eng Engine) *Error {
 		stops[i] = []byte(stop)
 	}
 	for i, prompt := range x.p.prompts {
-		st, err := eng.Submit(x.p.engineRequest(i))
+		req := x.p.engineRequest(i)
+		if !req.HasSeed && x.s.cfg.HasBaseSeed {
+			req.Params.Seed, req.HasSeed = splitmix64(x.s.cfg.BaseSeed+x.s.nextSeed.Add(1)), true
+		}
+		st, err := eng.Submit(req)
 		if err != nil {
 			for _, c := range x.choices {
 				c.stream.Abort()
@@ -235,4 +239,12 @@ func failure(c *choice) *Error {
 		return errEngineFailed
 	}
 	return nil
+}
+
+// splitmix64 spreads consecutive integers into unrelated seeds.
+func splitmix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
 }

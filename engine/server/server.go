@@ -38,6 +38,11 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	EnablePprof     bool
 	Logger          *slog.Logger // default slog.Default()
+	// BaseSeed, when HasBaseSeed, makes requests without a "seed" draw
+	// reproducibly: the n-th such request gets a seed derived from (BaseSeed,
+	// n). Otherwise the engine picks a random seed for them.
+	BaseSeed    uint64
+	HasBaseSeed bool
 }
 
 // Defaults for Config.
@@ -49,12 +54,13 @@ const (
 
 // Server serves the API. Open starts it; SetEngine makes it ready.
 type Server struct {
-	cfg     Config
-	engine  atomic.Pointer[Engine] // nil until SetEngine: answers 503
-	metrics *metrics
-	started time.Time
-	idBase  string        // random per server, so ids from two runs never collide
-	nextID  atomic.Uint64 // request counter appended to idBase
+	cfg      Config
+	engine   atomic.Pointer[Engine] // nil until SetEngine: answers 503
+	metrics  *metrics
+	started  time.Time
+	idBase   string        // random per server, so ids from two runs never collide
+	nextID   atomic.Uint64 // request counter appended to idBase
+	nextSeed atomic.Uint64 // requests without a seed, for BaseSeed
 
 	ln      net.Listener
 	http    *http.Server

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/roseinfer/roseinfer/engine/model"
+	"github.com/roseinfer/roseinfer/engine/tokenizer"
+)
+
+// initModelOptions are the flags of `roseinfer init-model`.
+type initModelOptions struct {
+	preset string
+	seed   uint64
+	dtype  string
+	out    string
+}
+
+func newInitModelCommand() *cobra.Command {
+	o := initModelOptions{preset: "tiny", dtype: "fp32"}
+	cmd := &cobra.Command{
+		Use:   "init-model",
+		Short: "Write an HF GPT-2 checkpoint directory with deterministic random weights",
+		Long: `init-model writes config.json, model.safetensors and GPT-2's tokenizer files
+(vocab.json, merges.txt, ...) into --out. The weights are a pure function of
+(preset, seed), so the same command gives the same checkpoint anywhere, and
+transformers' GPT2LMHeadModel.from_pretrained loads it.
+
+  roseinfer init-model --preset gpt2 --seed 1 --dtype fp16 --out ./gpt2-random
+  roseinfer init-model --preset tiny --out ./tiny   # the model serve runs without --model`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runInitModel(o, cmd.OutOrStdout())
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&o.preset, "preset", o.preset, fmt.Sprintf("model shape: %v", model.PresetNames()))
+	fs.Uint64Var(&o.seed, "seed", o.seed, "weights seed")
+	fs.StringVar(&o.dtype, "dtype", o.dtype, "weights dtype in model.safetensors: fp32, fp16 or bf16")
+	fs.StringVar(&o.out, "out", o.out, "output directory (created if missing; files in it are replaced)")
+	_ = cmd.MarkFlagRequired("out")
+	return cmd
+}
+
+func runInitModel(o initModelOptions, out io.Writer) error {
+	cfg, err := model.Preset(o.preset)
+	if err != nil {
+		return err
+	}
+	dtype, err := model.ParseDType(o.dtype)
+	if err != nil {
+		return err
+	}
+	if o.out == "" {
+		return fmt.Errorf("--out must not be empty")
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", o.out, err)
+	}
+	w, err := model.InitRandom(cfg, o.seed)
+	if err != nil {
+		return err
+	}
+	if err := model.WriteCheckpoint(o.out, cfg, w, dtype); err != nil {
+		return err
+	}
+	tok, err := tokenizer.Default()
+	if err != nil {
+		return err
+	}
+	if err := tok.WriteFiles(o.out); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(out, "wrote %s: preset %s, seed %d, %s, %d parameters\n", o.out, o.preset, o.seed, dtype,
+		cfg.NumParameters())
+	return err
+}

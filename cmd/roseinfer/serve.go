@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/roseinfer/roseinfer/engine/server"
+)
+
+// serveOptions are the flags of `roseinfer serve`.
+type serveOptions struct {
+	engineOptions
+	host           string
+	port           int
+	modelName      string
+	streamInterval int
+	seed           int64
+	hasSeed        bool
+	pprof          bool
+	logLevel       string
+
+	// ready, when set, is called with the server's URL once it listens
+	// (tests use it with --port 0).
+	ready func(url string)
+}
+
+func newServeCommand() *cobra.Command {
+	o := serveOptions{engineOptions: defaultEngineOptions(), host: "127.0.0.1", port: 8000,
+		modelName: server.DefaultModelName, streamInterval: 1, pprof: true, logLevel: "info"}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the OpenAI-compatible API (/v1/completions, /v1/chat/completions, /metrics...)",
+		Long: `serve loads a GPT-2 model and answers the OpenAI completions and chat APIs,
+streaming or not, until SIGINT or SIGTERM (open requests get a few seconds to finish).
+/health answers 503 while the model loads and 200 once requests are accepted.
+
+  roseinfer serve                                        # built-in tiny model on the CPU
+  roseinfer serve --model ./gpt2 --port 9000 --max-num-seqs 64
+  roseinfer serve --device sim --sim-step-us 2000        # fixed-delay device: harness ground truth
+  curl -N localhost:8000/v1/completions -d '{"prompt":"Hello","max_tokens":16,"stream":true}'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.hasSeed = cmd.Flags().Changed("seed")
+			return runServe(cmd.Context(), o, cmd.ErrOrStderr())
+		},
+	}
+	fs := cmd.Flags()
+	o.addFlags(fs)
+	fs.StringVar(&o.host, "host", o.host, "address to listen on")
+	fs.IntVar(&o.port, "port", o.port, "port to listen on (0 = any free port, printed at start)")
+	fs.StringVar(&o.modelName, "served-model-name", o.modelName, "model name clients must send (or omit)")
+	fs.IntVar(&o.streamInterval, "stream-interval", o.streamInterval, "streamed chunks carry at least this many tokens after the first")
+	fs.Int64Var(&o.seed, "seed", o.seed, "base seed for requests without a \"seed\" (default: random per request)")
+	fs.BoolVar(&o.pprof, "pprof", o.pprof, "serve /debug/pprof/")
+	fs.StringVar(&o.logLevel, "log-level", o.logLevel, "debug, info, warn or error")
+	return cmd
+}
+
+// runServe opens the server first (503 while loading), then loads the model
+// and starts the engine, and serves until ctx ends.
+func runServe(ctx context.Context, o serveOptions, logOut io.Writer) error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	if o.streamInterval < 1 {
+		return fmt.Errorf("--stream-interval must be at least 1, got %d", o.streamInterval)
+	}
+	if o.port < 0 || o.port > 65535 {
+		return fmt.Errorf("--port must be in [0, 65535], got %d", o.port)
+	}
+	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
+	info, err := o.resolveModel(log)
+	if err != nil {
+		return err
+	}
+	srv, err := server.New(server.Config{
+		Addr:           net.JoinHostPort(o.host, strconv.Itoa(o.port)),
+		ModelName:      o.modelName,
+		MaxModelLen:    info.cfg.MaxSeqLen,
+		VocabSize:      info.cfg.VocabSize,
+		Tokenizer:      info.tok,
+		StreamInterval: o.streamInterval,
+		EnablePprof:    o.pprof,
+		Logger:         log,
+		BaseSeed:       uint64(o.seed),
+		HasBaseSeed:    o.hasSeed,
+	})
+	if err != nil {
+		return err
+	}
+	if err := srv.Open(); err != nil {
+		return err
+	}
+	log.Info("listening", "url", srv.URL(), "model", info.name, "served_model_name", o.modelName)
+	if o.ready != nil {
+		o.ready(srv.URL())
+	}
+	eng, err := o.startEngine(info, log)
+	if err != nil {
+		return errors.Join(err, srv.Close())
+	}
+	srv.SetEngine(server.FromEngine(eng))
+	<-ctx.Done()
+	log.Info("shutting down")
+	// The server first: open requests finish (or are aborted after the
+	// shutdown timeout) before the engine stops.
+	return errors.Join(srv.Close(), eng.Close())
+}
