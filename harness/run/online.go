@@ -350,7 +350,8 @@ func (br *backendRun) runScale(ctx, abort context.Context, c *client.Client, srv
 		if err := br.write(); err != nil {
 			fmt.Fprintf(o.Log, "[%s] writing results: %v\n", label, err)
 		}
-		if died, why := srv.Died(); died {
+		// After a Ctrl-C the servers may have been killed on purpose.
+		if died, why := srv.Died(); died && ctx.Err() == nil {
 			br.fail(rec, fmt.Sprintf("%s (scale %s, round %d)", why, scaleKey(scale), round))
 			return false
 		}
