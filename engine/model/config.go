@@ -25,6 +25,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 )
 
 // Config is what the forward needs to know about a GPT-2 model.
@@ -213,7 +214,8 @@ func WriteConfig(path string, c Config, torchDtype string) error {
 	}
 	eos := int(c.EOSTokenID)
 	act := "gelu_new"
-	eps := float64(c.LayerNormEpsilon)
+	// Through the shortest decimal form: 1e-5, not 9.999999747378752e-06.
+	eps, _ := strconv.ParseFloat(strconv.FormatFloat(float64(c.LayerNormEpsilon), 'g', -1, 32), 64)
 	h := hfConfig{
 		ModelType:                  "gpt2",
 		Architectures:              []string{"GPT2LMHeadModel"},
@@ -253,6 +255,9 @@ func writeFileAtomic(path string, data []byte) error {
 		return fmt.Errorf("model: create %s: %w", path, err)
 	}
 	_, werr := tmp.Write(data)
+	if werr == nil {
+		werr = tmp.Chmod(0o644) // CreateTemp makes 0600; checkpoints are shared files
+	}
 	cerr := tmp.Close()
 	if werr == nil {
 		werr = cerr

@@ -244,6 +244,9 @@ func writeSafetensors(path string, tensors []Tensor, dtype DType) (err error) {
 			os.Remove(tmp.Name())
 		}
 	}()
+	if err := tmp.Chmod(0o644); err != nil { // CreateTemp makes 0600
+		return fmt.Errorf("model: write %s: %w", path, err)
+	}
 	bw := bufio.NewWriterSize(tmp, 1<<20)
 	var lenBytes [8]byte
 	binary.LittleEndian.PutUint64(lenBytes[:], uint64(len(header)))
