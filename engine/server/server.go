@@ -109,6 +109,7 @@ func (s *Server) Open() error {
 	s.http = &http.Server{
 		Handler:           s.routes(),
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       5 * time.Minute, // keep-alive connections of a benchmark client stay open between requests
 		BaseContext:       func(net.Listener) context.Context { return s.baseCtx },
 		ErrorLog:          slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelDebug),
 	}
