@@ -48,7 +48,22 @@ type blasLt struct {
 
 	one, zero uintptr // float32 1 and 0 in the arena
 	plans     map[gemmKey]*gemmPlan
+
+	// scratch receives the trial outputs of accumulating GEMMs while their
+	// algorithm is tuned (a trial must not add into the residual stream).
+	scratch      devPtr
+	scratchBytes int
+	noTune       bool
 }
+
+// maxTuneAlgos is how many of the heuristic's candidates are timed per shape.
+// Only GEMMs of at most maxTuneRows rows are tuned: decode shapes repeat every
+// step, while prefill steps bring a new row count each time and tuning those
+// would cost more than it saves.
+const (
+	maxTuneAlgos = 8
+	maxTuneRows  = 512
+)
 
 // gemmKey is everything the chosen algorithm depends on.
 type gemmKey struct {
@@ -123,8 +138,10 @@ func (b *blasLt) setDesc(desc uintptr, attr int, v int32) error {
 }
 
 // plan returns the cached plan for key, building descriptors and asking the
-// heuristic on first use.
-func (b *blasLt) plan(key gemmKey, bias devPtr) (*gemmPlan, error) {
+// heuristic on first use; with several candidates it times each once on the
+// call's own operands and keeps the fastest (the heuristic's first choice is
+// often not the fastest for the skinny GEMMs of a decode step).
+func (b *blasLt) plan(key gemmKey, bias devPtr, stream uintptr, out, inp, w devPtr) (*gemmPlan, error) {
 	if p, ok := b.plans[key]; ok {
 		return p, nil
 	}
@@ -169,18 +186,84 @@ func (b *blasLt) plan(key gemmKey, bias devPtr) (*gemmPlan, error) {
 	if err := b.status("set workspace", b.call(b.prefSet, pref, prefAttrMaxWSBytes, uintptr(unsafe.Pointer(&ws)), 8)); err != nil {
 		return nil, err
 	}
-	res, err := b.arena.alloc(heuristicResultBytes)
+	res, err := b.arena.alloc(maxTuneAlgos * heuristicResultBytes)
 	if err != nil {
 		return nil, err
 	}
 	var count int32
-	r := b.call(b.heuristc, b.handle, p.desc, p.a, p.b, p.d, p.d, pref, 1, uintptr(res), uintptr(unsafe.Pointer(&count)))
+	r := b.call(b.heuristc, b.handle, p.desc, p.a, p.b, p.d, p.d, pref, maxTuneAlgos, uintptr(res), uintptr(unsafe.Pointer(&count)))
 	if err := b.status("cublasLtMatmulAlgoGetHeuristic", r); err != nil || count == 0 {
 		return nil, fmt.Errorf("cuda: cuBLASLt has no algorithm for n=%d k=%d oc=%d epilogue=%d out=%d: %v", key.n, key.k, key.oc, key.epilogue, key.outType, err)
 	}
-	p.algo = uintptr(res) // the first 64 bytes of the result are the algo
+	p.algo = uintptr(res) // the first 64 bytes of a result are the algo
+	if count > 1 && !b.noTune && key.n <= maxTuneRows {
+		elem := 2
+		if key.outType == dataR32F {
+			elem = 4
+		}
+		dst := out
+		if key.accumulate {
+			dst = b.scratch
+			if key.ldd*key.n*elem > b.scratchBytes {
+				dst = 0
+			}
+		}
+		if dst != 0 {
+			best := -1.0
+			for i := 0; i < int(count); i++ {
+				algo := uintptr(res) + uintptr(i*heuristicResultBytes)
+				ms, err := b.timeAlgo(p, algo, stream, dst, out, inp, w, key.accumulate)
+				if err == nil && (best < 0 || ms < best) {
+					best, p.algo = ms, algo
+				}
+			}
+		}
+	}
 	b.plans[key] = p
 	return p, nil
+}
+
+// timeAlgo runs one candidate algorithm once to warm up, then three times
+// between events, and returns the mean time in ms.
+func (b *blasLt) timeAlgo(p *gemmPlan, algo, stream uintptr, dst, c, inp, w devPtr, accumulate bool) (float64, error) {
+	beta := b.zero
+	if accumulate {
+		beta = b.one
+	}
+	run := func() error {
+		r, _, _ := purego.SyscallN(b.matmul, b.handle, p.desc, b.one, uintptr(w), p.a, uintptr(inp), p.b, beta,
+			uintptr(c), p.d, uintptr(dst), p.d, algo, uintptr(b.ws), gemmWorkspaceBytes, stream)
+		return b.status("cublasLtMatmul (tuning)", r)
+	}
+	if err := run(); err != nil {
+		return 0, err
+	}
+	start, err := b.drv.eventCreate(0)
+	if err != nil {
+		return 0, err
+	}
+	defer purego.SyscallN(b.drv.cuEventDestroy, start)
+	end, err := b.drv.eventCreate(0)
+	if err != nil {
+		return 0, err
+	}
+	defer purego.SyscallN(b.drv.cuEventDestroy, end)
+	if err := b.drv.eventRecord(start, stream); err != nil {
+		return 0, err
+	}
+	for i := 0; i < 3; i++ {
+		if err := run(); err != nil {
+			return 0, err
+		}
+	}
+	if err := b.drv.eventRecord(end, stream); err != nil {
+		return 0, err
+	}
+	if err := b.drv.eventSync(end); err != nil {
+		return 0, err
+	}
+	ms, err := b.drv.eventElapsedMs(start, end)
+	return float64(ms) / 3, err
 }
 
 // gemm computes out(n, oc) = inp(n, k) @ w(oc, k)^T [+ bias(oc)] [gelu] [+ out],
@@ -191,7 +274,7 @@ func (b *blasLt) gemm(stream uintptr, out devPtr, outType, ldd int, inp, w, bias
 		return nil
 	}
 	key := gemmKey{n: n, k: k, oc: oc, ldd: ldd, epilogue: epilogue, outType: outType, accumulate: accumulate, alignedBiasPtr: bias%16 == 0}
-	p, err := b.plan(key, bias)
+	p, err := b.plan(key, bias, stream, out, inp, w)
 	if err != nil {
 		return err
 	}

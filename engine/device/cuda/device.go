@@ -181,6 +181,9 @@ func (d *Device) init(w *model.Weights) error {
 			return err
 		}
 	}
+	// Tuning trials of accumulating GEMMs write into the logits buffer, which
+	// is free until the LM head runs.
+	g.blas.scratch, g.blas.scratchBytes = d.act.logits, 4*M*d.vocabPadded
 	return d.allocKV()
 }
 
@@ -261,7 +264,7 @@ func (d *Device) Submit(b *device.Batch) error {
 	}
 	st := &d.stage[d.next]
 	graphSize := 0
-	if !d.opts.NoCUDAGraph && d.prof == nil && graphable(b) { // per-op events would split a graph
+	if !d.opts.NoCUDAGraph && graphable(b) {
 		graphSize = d.graphSizeFor(len(b.Seqs))
 	}
 	if err := d.buildPlan(b, st.in, graphSize, &st.plan); err != nil {

@@ -26,7 +26,7 @@ type driver struct {
 	cuMemcpyDtoDAsync, cuMemsetD8Async, cuMemsetD32Async                           uintptr
 	cuStreamCreate, cuStreamDestroy, cuStreamSynchronize                           uintptr
 	cuEventCreate, cuEventDestroy, cuEventRecord, cuEventSynchronize, cuEventQuery uintptr
-	cuEventElapsedTime                                                             uintptr
+	cuEventElapsedTime, cuEventRecordWithFlags                                     uintptr
 	cuModuleLoadData, cuModuleUnload, cuModuleGetFunction, cuFuncSetAttribute      uintptr
 	cuLaunchKernel                                                                 uintptr
 	cuStreamBeginCapture, cuStreamEndCapture, cuGraphInstantiate, cuGraphLaunch    uintptr
@@ -91,6 +91,7 @@ func loadDriver() (*driver, error) {
 		&d.cuEventSynchronize:        {"cuEventSynchronize"},
 		&d.cuEventQuery:              {"cuEventQuery"},
 		&d.cuEventElapsedTime:        {"cuEventElapsedTime_v2", "cuEventElapsedTime"},
+		&d.cuEventRecordWithFlags:    {"cuEventRecordWithFlags"},
 		&d.cuModuleLoadData:          {"cuModuleLoadData"},
 		&d.cuModuleUnload:            {"cuModuleUnload"},
 		&d.cuModuleGetFunction:       {"cuModuleGetFunction"},

@@ -147,9 +147,10 @@ func (d *Device) forward(p *stepPlan) error {
 }
 
 // layernorm runs LN over R rows of inp (rows = 0: the first R rows; else an
-// index list) into fp16 out. One warp per row, 8 rows per block.
+// index list) into fp16 out. One warp per row, 4 rows per block (small
+// blocks spread a decode step's few rows over more SMs).
 func (d *Device) layernorm(out, inp, rows, w, b devPtr, R int, eps float32) error {
-	return d.g.launch(d.kLayerNorm, ceilDiv(R, 8), 1, 1, 256, 0,
+	return d.g.launch(d.kLayerNorm, ceilDiv(R, 4), 1, 1, 128, 0,
 		argPtr(out), argPtr(inp), argPtr(rows), argPtr(w), argPtr(b), argInt(R), argInt(d.cfg.Channels), argF32(eps))
 }
 
@@ -190,6 +191,9 @@ func (d *Device) resolveKernels() error {
 	case 32, 64, 128:
 	default:
 		return fmt.Errorf("cuda: head size %d not supported (32, 64 or 128)", HD)
+	}
+	if d.cfg.Channels > 2048 {
+		return fmt.Errorf("cuda: %d channels > 2048 (layernorm.cu keeps a row in registers)", d.cfg.Channels)
 	}
 	get := func(dst *kernel, name string) error {
 		k, ok := d.g.kernels[name]

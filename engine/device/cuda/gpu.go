@@ -190,8 +190,9 @@ func (g *gpu) close() {
 		g.argArena.free()
 		g.argArena = nil
 	}
-	if g.ctx != 0 {
-		purego.SyscallN(g.drv.cuDevicePrimaryCtxRelease, uintptr(g.dev))
-		g.ctx = 0
-	}
+	// The primary context stays retained for the life of the process, as
+	// the CUDA runtime keeps it: releasing the last reference would reset
+	// the device under any other user in this process (another Device, a
+	// test's handle), invalidating its streams.
+	g.ctx = 0
 }

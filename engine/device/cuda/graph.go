@@ -15,7 +15,7 @@ import (
 // step's fresh inputs copied just before it.
 type decodeGraph struct {
 	graph, exec uintptr
-	warmed      bool // the size ran eagerly once: cuBLASLt plans exist, capture may start
+	marks       []string // profile marks captured as event nodes (see opProfile)
 }
 
 // graphSizeFor is the smallest captured size >= n, or 0 (run eagerly).
@@ -35,7 +35,7 @@ func (d *Device) graphSizeFor(n int) int {
 func (d *Device) runGraph(p *stepPlan) error {
 	gr := d.graphs[p.graphBatch]
 	if gr == nil {
-		d.graphs[p.graphBatch] = &decodeGraph{warmed: true}
+		d.graphs[p.graphBatch] = &decodeGraph{}
 		return d.forward(p)
 	}
 	drv, s := d.g.drv, d.g.stream
@@ -44,6 +44,10 @@ func (d *Device) runGraph(p *stepPlan) error {
 			return err
 		}
 		ferr := d.forward(p)
+		if d.prof != nil {
+			gr.marks = append([]string{}, d.prof.names[:d.prof.used]...)
+			d.prof.used = 0 // recorded by replays, not by the capture
+		}
 		var graph uintptr
 		cerr := drv.call("cuStreamEndCapture", drv.cuStreamEndCapture, s, uintptr(unsafe.Pointer(&graph)))
 		if ferr != nil || cerr != nil {
@@ -60,6 +64,10 @@ func (d *Device) runGraph(p *stepPlan) error {
 		gr.graph, gr.exec = graph, exec
 	}
 	r, _, _ := purego.SyscallN(drv.cuGraphLaunch, gr.exec, s)
+	if p := d.prof; p != nil && len(gr.marks) > 0 && len(gr.marks) <= len(p.events) {
+		copy(p.names, gr.marks) // the replay recorded the first len(marks) events
+		p.used = len(gr.marks)
+	}
 	return drv.check("cuGraphLaunch", r)
 }
 

@@ -35,7 +35,7 @@ func TestLayerNormKernel(t *testing.T) {
 				R, rp = len(rows), drows
 			}
 			out := devBuf(t, g, 2*R*tc.C)
-			if err := g.launch(g.kernel("layernorm_forward"), ceilDiv(R, 8), 1, 1, 256, 0,
+			if err := g.launch(g.kernel("layernorm_forward"), ceilDiv(R, 4), 1, 1, 128, 0,
 				argPtr(out), argPtr(dx), argPtr(rp), argPtr(dw), argPtr(db), argInt(R), argInt(tc.C), argF32(1e-5)); err != nil {
 				t.Fatal(err)
 			}
@@ -84,7 +84,7 @@ func TestEncoderKernel(t *testing.T) {
 }
 
 func TestAttentionKernels(t *testing.T) {
-	g := testGPU(t)
+	testGPU(t)
 	r := rand.New(rand.NewPCG(5, 6))
 	for _, tc := range []struct {
 		NH, HD, B int
@@ -96,6 +96,7 @@ func TestAttentionKernels(t *testing.T) {
 		{2, 128, 7, []int{20, 3}, []int{1, 9}},
 	} {
 		t.Run(fmt.Sprintf("NH%d_HD%d_B%d", tc.NH, tc.HD, tc.B), func(t *testing.T) {
+			g := testGPU(t) // a subtest runs on its own goroutine: lock and bind again
 			runAttentionCase(t, g, r, tc.NH, tc.HD, tc.B, tc.ctx, tc.qlen)
 		})
 	}

@@ -2,13 +2,17 @@ package cuda
 
 import (
 	"fmt"
+
+	"github.com/ebitengine/purego"
 	"sort"
 	"strings"
 )
 
-// opProfile times each named op of eager forward steps with CUDA events
-// (recorded between ops on the stream), for the benchmark's kernel table. It
-// is off unless EnableOpProfile is called; a graph replay is not split.
+// opProfile times each named op of forward steps with CUDA events recorded
+// between ops, for the benchmark's kernel table. Events are recorded as
+// "external" so that a captured decode graph contains them as event nodes:
+// a replay then times the kernels back to back, without the host launch gaps
+// that an eager step's events would include. Off unless EnableOpProfile.
 type opProfile struct {
 	events  []uintptr
 	names   []string
@@ -18,8 +22,8 @@ type opProfile struct {
 	order   []string
 }
 
-// EnableOpProfile starts per-op timing of eager steps (disable CUDA graphs to
-// profile decode). OpProfile reports and resets it.
+// EnableOpProfile starts per-op timing of the following steps (graphs
+// captured from then on carry the timing events). OpProfile reports and stops it.
 func (d *Device) EnableOpProfile() {
 	d.prof = &opProfile{totalMs: map[string]float64{}, calls: map[string]int{}}
 }
@@ -38,7 +42,9 @@ func (d *Device) mark(name string) error {
 		p.names = append(p.names, "")
 	}
 	p.names[p.used] = name
-	if err := d.g.drv.eventRecord(p.events[p.used], d.g.stream); err != nil {
+	const recordExternal = 1 // CU_EVENT_RECORD_EXTERNAL: an event node when captured
+	r, _, _ := purego.SyscallN(d.g.drv.cuEventRecordWithFlags, p.events[p.used], d.g.stream, recordExternal)
+	if err := d.g.drv.check("cuEventRecordWithFlags", r); err != nil {
 		return err
 	}
 	p.used++
@@ -74,7 +80,10 @@ func (d *Device) collectProfile() error {
 // OpProfile returns "op: time per step" lines, slowest first, and stops
 // profiling.
 func (d *Device) OpProfile(steps int) string {
-	defer func() { d.prof = nil }()
+	defer func() {
+		d.prof = nil
+		d.dropGraphs() // their event nodes belong to the profile
+	}()
 	p := d.prof
 	if p == nil {
 		return ""

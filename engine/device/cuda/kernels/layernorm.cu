@@ -7,7 +7,10 @@
 #include "common.cuh"
 
 // out (R, C) fp16 = LN(inp[row]) * w + b, row = rows ? rows[r] : r. One warp
-// per row. rows lets the final LayerNorm run only where a token is sampled.
+// per row; the row is read once into registers (C <= 32 * LN_MAX_PER_LANE)
+// and mean and variance come from them. rows lets the final LayerNorm run
+// only where a token is sampled.
+#define LN_MAX_PER_LANE 64
 extern "C" __global__ void layernorm_forward(half_t* out, const float* inp, const int* rows,
                                              const float* w, const float* b, int R, int C, float eps) {
     int r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
@@ -15,17 +18,29 @@ extern "C" __global__ void layernorm_forward(half_t* out, const float* inp, cons
     if (r >= R) return;
     int row = rows ? rows[r] : r;
     const float* x = inp + (size_t)row * C;
+    float v[LN_MAX_PER_LANE];
     float sum = 0.f;
-    for (int i = lane; i < C; i += 32) sum += x[i];
+#pragma unroll
+    for (int k = 0; k < LN_MAX_PER_LANE; k++) {
+        int i = k * 32 + lane;
+        v[k] = i < C ? x[i] : 0.f;
+        sum += v[k];
+    }
     float mean = warp_sum(sum) / C;
     float var = 0.f;
-    for (int i = lane; i < C; i += 32) {
-        float d = x[i] - mean;
-        var += d * d;
+#pragma unroll
+    for (int k = 0; k < LN_MAX_PER_LANE; k++) {
+        int i = k * 32 + lane;
+        float d = v[k] - mean;
+        if (i < C) var += d * d;
     }
     float rstd = rsqrtf(warp_sum(var) / C + eps);
     half_t* o = out + (size_t)r * C;
-    for (int i = lane; i < C; i += 32) o[i] = f2h((x[i] - mean) * rstd * w[i] + b[i]);
+#pragma unroll
+    for (int k = 0; k < LN_MAX_PER_LANE; k++) {
+        int i = k * 32 + lane;
+        if (i < C) o[i] = f2h((v[k] - mean) * rstd * w[i] + b[i]);
+    }
 }
 
 // residual (N, C) fp32 += delta (N, C) fp16.

@@ -8,20 +8,28 @@
 //  4. top-p: keep the shortest (w desc, id asc) prefix with sum >= top_p * Z;
 //  5. draw: u = Coin(seed, index); the lowest kept id whose running sum in
 //     ascending id order exceeds u * S.
-// Selections use a radix search over the logits' bits (4 passes of 8 bits)
-// instead of a sort. Each thread owns a contiguous run of ids, so "ties to
-// the lower id" and "ascending id order" become a block-wide prefix scan.
+// The top_k cut is a radix search over the logits' bits (4 passes of 8 bits,
+// no sort). Candidates are then marked in a shared-memory bitmap; when there
+// are at most COMPACT_MAX of them (the usual top_k) they are compacted, in id
+// order, into shared memory and rules 3-5 run there. Otherwise a second radix
+// search over weight sums finds the top-p cut and the draw scans the
+// vocabulary tile by tile. Loops over the vocabulary are strided (coalesced).
 #include "common.cuh"
 
 #define SAMPLE_THREADS 1024
 #define NWARPS (SAMPLE_THREADS / 32)
+#define MAX_V 65536        // bitmap capacity; GPT-2's vocabulary is 50257
+#define COMPACT_MAX 1024   // candidates handled in shared memory
 
 __device__ __forceinline__ float finite_or_neginf(float x) { return x != x ? NEG_INF : x; }
 
-// key orders floats as unsigned integers (larger float -> larger key).
+// float_key orders floats as unsigned integers (larger float -> larger key).
 __device__ __forceinline__ uint32_t float_key(float x) {
     uint32_t b = __float_as_uint(x);
     return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+__device__ __forceinline__ float key_float(uint32_t k) {
+    return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
 }
 
 // splitmix64 finaliser and Coin, exactly as engine/sample/coin.go.
@@ -42,12 +50,18 @@ struct Scratch {
     int ival[NWARPS];
     unsigned int hist[256];
     double hmass[256];
-    int bcast_i[4];
-    double bcast_d[2];
+    int bi[4];
+    double bd[2];
+    uint32_t cand[MAX_V / 32];  // rule 2 candidates
+    uint32_t keep[MAX_V / 32];  // rule 4 survivors (general path)
+    int cid[COMPACT_MAX];       // compacted candidates, ascending id
+    float cl[COMPACT_MAX];
+    double cw[COMPACT_MAX];
 };
 
-// block_exclusive_scan_int returns the sum of v over threads < this one and
-// the block total in *total.
+__device__ __forceinline__ bool bit(const uint32_t* m, int i) { return (m[i >> 5] >> (i & 31)) & 1u; }
+
+// block_scan_int returns the sum of v over lower threads; *total the block sum.
 __device__ int block_scan_int(Scratch& sm, int v, int* total) {
     int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     int x = v;
@@ -113,29 +127,23 @@ __device__ float block_max(Scratch& sm, float v) {
     return r;
 }
 
-// The candidate and keep tests of rules 2 and 4 in one place. A selection is
-// a threshold key plus how many ids tied at it are taken (lowest ids first).
-struct Select {
-    bool on;
-    uint32_t key;
-    int ties;  // number of ids with key == this.key that are kept
-};
-
-__device__ __forceinline__ bool above_or_tie(const Select& s, uint32_t k, int tie_rank) {
-    return !s.on || k > s.key || (k == s.key && tie_rank < s.ties);
+__device__ int block_sum_int(Scratch& sm, int v) {
+    int t;
+    block_scan_int(sm, v, &t);
+    return t;
 }
 
-// radix_kth finds the key of the k-th largest (1-based) candidate, and how
-// many candidates tied at it the selection keeps.
-template <typename Pred>
-__device__ Select radix_kth(Scratch& sm, const float* x, int lo, int hi, int k, Pred cand) {
+// radix_kth: key of the k-th largest (1-based) logit among ids passing in(),
+// and how many ids tied at that key are taken (*ties).
+template <typename In>
+__device__ uint32_t radix_kth(Scratch& sm, const float* x, int V, int k, In in, int* ties) {
     uint32_t prefix = 0;
     int remaining = k;
     for (int shift = 24; shift >= 0; shift -= 8) {
         for (int i = threadIdx.x; i < 256; i += blockDim.x) sm.hist[i] = 0;
         __syncthreads();
-        for (int i = lo; i < hi; i++) {
-            if (!cand(i)) continue;
+        for (int i = threadIdx.x; i < V; i += blockDim.x) {
+            if (!in(i)) continue;
             uint32_t key = float_key(finite_or_neginf(x[i]));
             if (shift < 24 && (key >> (shift + 8)) != prefix) continue;
             atomicAdd(&sm.hist[(key >> shift) & 0xff], 1u);
@@ -147,86 +155,44 @@ __device__ Select radix_kth(Scratch& sm, const float* x, int lo, int hi, int k, 
                 if ((int)sm.hist[d] >= remaining) break;
                 remaining -= sm.hist[d];
             }
-            sm.bcast_i[0] = d;
-            sm.bcast_i[1] = remaining;
+            sm.bi[0] = d;
+            sm.bi[1] = remaining;
         }
         __syncthreads();
-        prefix = (prefix << 8) | (uint32_t)sm.bcast_i[0];
-        remaining = sm.bcast_i[1];
+        prefix = (prefix << 8) | (uint32_t)sm.bi[0];
+        remaining = sm.bi[1];
         __syncthreads();
     }
-    Select s;
-    s.on = true;
-    s.key = prefix;
-    s.ties = remaining;
-    return s;
+    *ties = remaining;
+    return prefix;
 }
 
-// radix_mass finds the shortest (key desc, id asc) prefix of kept ids whose
-// weight sum reaches need; w(i) depends on the logit only, so ids tied on the
-// key carry equal weights and the tie count is need / w rounded up.
-template <typename Pred, typename Weight>
-__device__ Select radix_mass(Scratch& sm, const float* x, int lo, int hi, double need, Pred keep, Weight weight) {
-    uint32_t prefix = 0;
-    double rem = need;
-    bool found = true;
-    for (int shift = 24; shift >= 0; shift -= 8) {
-        for (int i = threadIdx.x; i < 256; i += blockDim.x) sm.hmass[i] = 0.0;
-        __syncthreads();
-        for (int i = lo; i < hi; i++) {
-            if (!keep(i)) continue;
+// mark_ids fills the bitmap out with the ids passing above(key) plus, of the
+// ids with key == tie_key passing tie(), the first `ties` in id order. Tiles
+// of 1024 consecutive ids keep id order; bits are written a warp word at a time.
+template <typename Above, typename Tie>
+__device__ void mark_ids(Scratch& sm, uint32_t* out, const float* x, int V, Above above, Tie tie, int ties, bool need_rank) {
+    int taken = 0;
+    for (int base = 0; base < V; base += SAMPLE_THREADS) {
+        int i = base + threadIdx.x;
+        bool in = false, t = false;
+        if (i < V) {
             uint32_t key = float_key(finite_or_neginf(x[i]));
-            if (shift < 24 && (key >> (shift + 8)) != prefix) continue;
-            atomicAdd(&sm.hmass[(key >> shift) & 0xff], weight(i));
+            in = above(i, key);
+            t = !in && tie(i, key);
         }
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            int d = 255;
-            double r = rem;
-            bool hit = false;
-            for (; d >= 0; d--) {
-                if (sm.hmass[d] > 0.0 && sm.hmass[d] >= r) {
-                    hit = true;
-                    break;
-                }
-                r -= sm.hmass[d];
-            }
-            if (!hit) d = 0;  // rounding: the remaining mass fell short; keep everything
-            sm.bcast_i[0] = d;
-            sm.bcast_i[2] = hit;
-            sm.bcast_d[0] = r;
+        if (need_rank) {  // uniform branch: only when some tied ids are left out
+            int total;
+            int before = block_scan_int(sm, t ? 1 : 0, &total);
+            if (t && taken + before < ties) in = true;
+            taken += total;
+        } else if (t) {
+            in = true;
         }
-        __syncthreads();
-        prefix = (prefix << 8) | (uint32_t)sm.bcast_i[0];
-        rem = sm.bcast_d[0];
-        found = found && sm.bcast_i[2];
-        __syncthreads();
+        uint32_t word = __ballot_sync(0xffffffffu, in);
+        if (threadIdx.x % 32 == 0 && base + threadIdx.x < MAX_V) out[(base + threadIdx.x) >> 5] = word;
     }
-    Select s;
-    s.on = found;
-    s.key = prefix;
-    s.ties = 0x7fffffff;
-    if (found) {
-        float lt = 0.f;  // the logit with this key; recover w from it
-        uint32_t b = (prefix & 0x80000000u) ? (prefix & 0x7fffffffu) : ~prefix;
-        lt = __uint_as_float(b);
-        double wt = weight(-1, lt);
-        s.ties = wt > 0.0 ? (int)ceil(rem / wt) : 1;
-        if (s.ties < 1) s.ties = 1;
-    }
-    return s;
-}
-
-// tie ranks: for each thread, the number of ids tied at sel.key (and passing
-// pre) that lie in lower threads' runs.
-template <typename Pred>
-__device__ int tie_base(Scratch& sm, const float* x, int lo, int hi, const Select& sel, Pred pre) {
-    int mine = 0;
-    if (sel.on)
-        for (int i = lo; i < hi; i++)
-            if (pre(i) && float_key(finite_or_neginf(x[i])) == sel.key) mine++;
-    int total;
-    return block_scan_int(sm, mine, &total);
+    __syncthreads();
 }
 
 // out_tok (M), out_lp (M): sampled id and, when want_lp[r], its log-softmax
@@ -238,8 +204,6 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
     __shared__ Scratch sm;
     const int r = blockIdx.x;
     const float* x = logits + (size_t)r * ld;
-    const int per = (V + SAMPLE_THREADS - 1) / SAMPLE_THREADS;
-    const int lo = min(V, threadIdx.x * per), hi = min(V, lo + per);
     int banned = banned_in[r];
     if (banned >= V || V == 1) banned = -1;
     const float T = temperature[r];
@@ -250,12 +214,11 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
     // Rule 1 (and the fallback): argmax, ties to the lowest id, never banned.
     float best = NEG_INF;
     int best_id = 0x7fffffff;
-    for (int i = lo; i < hi; i++) {
+    for (int i = threadIdx.x; i < V; i += blockDim.x) {
         if (i == banned) continue;
         float v = finite_or_neginf(x[i]);
         if (best_id == 0x7fffffff || v > best) best = v, best_id = i;
     }
-    // Reduce (value desc, id asc) across the block.
     for (int o = 16; o > 0; o >>= 1) {
         float ov = __shfl_xor_sync(0xffffffffu, best, o);
         int oi = __shfl_xor_sync(0xffffffffu, best_id, o);
@@ -269,142 +232,199 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
             int oi = sm.ival[w];
             if (oi != 0x7fffffff && (best_id == 0x7fffffff || ov > best || (ov == best && oi < best_id))) best = ov, best_id = oi;
         }
-        sm.bcast_i[3] = best_id;
+        sm.bi[3] = best_id;
+        sm.bd[1] = best;
     }
     __syncthreads();
-    const int argmax_id = sm.bcast_i[3];
-    const float max_logit = block_max(sm, best);  // largest non-banned logit = m of rule 3
-    int token = argmax_id;
+    int token = sm.bi[3];
+    const float max_logit = (float)sm.bd[1];  // largest non-banned logit = m of rule 3
+    __syncthreads();
 
     const bool greedy = T <= 0.f || K == 1;
-    if (!greedy && max_logit != NEG_INF) {
-        int ncand = V - (banned >= 0 ? 1 : 0);
+    if (!greedy && max_logit != NEG_INF && V <= MAX_V) {
+        const int ncand_all = V - (banned >= 0 ? 1 : 0);
+        const bool use_k = K > 0 && K < ncand_all;
         auto not_banned = [&](int i) { return i != banned; };
-        Select selk;
-        selk.on = false;
-        if (K > 0 && K < ncand) selk = radix_kth(sm, x, lo, hi, K, not_banned);
-        int kbase = tie_base(sm, x, lo, hi, selk, not_banned);
-        // cand(i) must be evaluated in id order within a thread's run to
-        // track tie ranks; a local helper walks the run.
+        // Rule 2: the candidate bitmap.
+        int ncand = ncand_all;
+        if (use_k) {
+            int ties;
+            uint32_t tk = radix_kth(sm, x, V, K, not_banned, &ties);
+            int tie_total = 0;
+            for (int i = threadIdx.x; i < V; i += blockDim.x)
+                if (i != banned && float_key(finite_or_neginf(x[i])) == tk) tie_total++;
+            tie_total = block_sum_int(sm, tie_total);
+            mark_ids(
+                sm, sm.cand, x, V, [&](int i, uint32_t key) { return i != banned && key > tk; },
+                [&](int i, uint32_t key) { return i != banned && key == tk; }, ties, tie_total > ties);
+            ncand = K;
+        } else {
+            mark_ids(
+                sm, sm.cand, x, V, [&](int i, uint32_t) { return i != banned; }, [&](int, uint32_t) { return false; }, 0, false);
+        }
         const double m = (double)max_logit, invT = 1.0 / (double)T;
-        auto wlogit = [&](float l) {
+        auto wof = [&](float l) {
             double w = exp(((double)l - m) * invT);
             return w != w ? 0.0 : w;
         };
-        // Z over candidates (rule 3).
-        double zl = 0.0;
-        {
-            int tr = kbase;
-            for (int i = lo; i < hi; i++) {
-                if (i == banned) continue;
-                float l = finite_or_neginf(x[i]);
-                uint32_t key = float_key(l);
-                bool tie = selk.on && key == selk.key;
-                if (above_or_tie(selk, key, tr)) zl += wlogit(l);
-                if (tie) tr++;
+        if (ncand <= COMPACT_MAX) {
+            // Compact candidates in id order: each thread owns consecutive bitmap words.
+            const int words = (V + 31) / 32;
+            const int per = (words + SAMPLE_THREADS - 1) / SAMPLE_THREADS;
+            const int w0 = min(words, threadIdx.x * per), w1 = min(words, w0 + per);
+            int mine = 0;
+            for (int w = w0; w < w1; w++) mine += __popc(sm.cand[w]);
+            int n;
+            int pos = block_scan_int(sm, mine, &n);
+            for (int w = w0; w < w1; w++) {
+                uint32_t bits = sm.cand[w];
+                while (bits) {
+                    int b = __ffs(bits) - 1;
+                    bits &= bits - 1;
+                    int id = w * 32 + b;
+                    sm.cid[pos] = id;
+                    sm.cl[pos] = finite_or_neginf(x[id]);
+                    pos++;
+                }
             }
-        }
-        double Z;
-        block_scan_double(sm, zl, &Z);
-        if (Z > 0.0 && Z <= 1.7976931348623157e308) {
-            // Candidate test by id (needs the tie rank, so a per-thread
-            // precomputed list would cost memory; recount instead).
-            Select selp;
-            selp.on = false;
-            if (P < 1.f) {
-                // radix_mass walks ids in any order, but ties of the top-k cut
-                // must be resolved: mark candidates by their run position.
-                auto cand = [&](int i) {
-                    if (i < 0 || i == banned) return false;
-                    if (!selk.on) return true;
-                    uint32_t key = float_key(finite_or_neginf(x[i]));
-                    if (key != selk.key) return key > selk.key;
-                    int tr = kbase;  // rank among ties below i within this run
-                    for (int j = lo; j < i; j++)
-                        if (j != banned && float_key(finite_or_neginf(x[j])) == selk.key) tr++;
-                    return tr < selk.ties;
-                };
-                auto weight = [&](int i, float l = 0.f) { return wlogit(i >= 0 ? finite_or_neginf(x[i]) : l); };
-                selp = radix_mass(sm, x, lo, hi, (double)P * Z, cand, weight);
-            }
-            auto not_banned_cand = [&](int i) {
-                if (i == banned) return false;
-                if (!selk.on) return true;
-                uint32_t key = float_key(finite_or_neginf(x[i]));
-                return key >= selk.key;
-            };
-            int pbase = tie_base(sm, x, lo, hi, selp, not_banned_cand);
-            // Rule 5: kept weights in ascending id order.
-            double mine = 0.0;
-            int tk = kbase, tp = pbase;
-            for (int i = lo; i < hi; i++) {
-                if (i == banned) continue;
-                float l = finite_or_neginf(x[i]);
-                uint32_t key = float_key(l);
-                bool c = above_or_tie(selk, key, tk);
-                if (selk.on && key == selk.key) tk++;
-                if (!c) continue;
-                bool k = above_or_tie(selp, key, tp);
-                if (selp.on && key == selp.key) tp++;
-                if (k) mine += wlogit(l);
-            }
-            double S;
-            double before = block_scan_double(sm, mine, &S);
-            const double target = coin(seed, index[r]) * S;
-            if (threadIdx.x == 0) sm.bcast_i[0] = -1, sm.bcast_i[1] = -1;
             __syncthreads();
-            if (before <= target && before + mine > target) {
-                double acc = before;
-                tk = kbase, tp = pbase;
-                for (int i = lo; i < hi; i++) {
-                    if (i == banned) continue;
-                    float l = finite_or_neginf(x[i]);
-                    uint32_t key = float_key(l);
-                    bool c = above_or_tie(selk, key, tk);
-                    if (selk.on && key == selk.key) tk++;
-                    if (!c) continue;
-                    bool k = above_or_tie(selp, key, tp);
-                    if (selp.on && key == selp.key) tp++;
-                    if (!k) continue;
-                    double w = wlogit(l);
-                    if (w <= 0.0) continue;
-                    acc += w;
-                    if (acc > target) {
-                        atomicMax(&sm.bcast_i[0], i);  // one thread owns the crossing
-                        break;
+            // Rule 3.
+            double zl = 0.0;
+            for (int j = threadIdx.x; j < n; j += blockDim.x) {
+                sm.cw[j] = wof(sm.cl[j]);
+                zl += sm.cw[j];
+            }
+            double Z;
+            block_scan_double(sm, zl, &Z);
+            if (Z > 0.0 && Z <= 1.7976931348623157e308) {
+                // Rule 4: j survives iff the weight ranked strictly above it is < need.
+                const int j = threadIdx.x;  // n <= COMPACT_MAX == SAMPLE_THREADS
+                bool kept = j < n;
+                if (kept && P < 1.f) {
+                    const double need = (double)P * Z, wj = sm.cw[j];
+                    double above = 0.0;
+                    for (int k = 0; k < n; k++) {
+                        double wk = sm.cw[k];
+                        if (wk > wj || (wk == wj && k < j)) above += wk;
+                    }
+                    kept = above < need;
+                }
+                // Rule 5: running sums in id order.
+                double wk = kept ? sm.cw[j] : 0.0;
+                double S;
+                double before = block_scan_double(sm, wk, &S);
+                const double target = coin(seed, index[r]) * S;
+                if (threadIdx.x == 0) sm.bi[0] = 0x7fffffff, sm.bi[1] = -1;
+                __syncthreads();
+                if (kept && wk > 0.0) {
+                    if (before + wk > target) atomicMin(&sm.bi[0], j);
+                    atomicMax(&sm.bi[1], j);
+                }
+                __syncthreads();
+                int jj = sm.bi[0] != 0x7fffffff ? sm.bi[0] : sm.bi[1];
+                if (jj >= 0) token = sm.cid[jj];
+                __syncthreads();
+            }
+        } else {
+            // General path: many candidates (top_k off or large).
+            double zl = 0.0;
+            for (int i = threadIdx.x; i < V; i += blockDim.x)
+                if (bit(sm.cand, i)) zl += wof(finite_or_neginf(x[i]));
+            double Z;
+            block_scan_double(sm, zl, &Z);
+            if (Z > 0.0 && Z <= 1.7976931348623157e308) {
+                bool use_p = false;
+                if (P < 1.f) {
+                    // Radix search over weight sums, largest keys first: the key
+                    // at which the running sum reaches need (equal keys = equal w).
+                    uint32_t prefix = 0;
+                    double rem = (double)P * Z;
+                    bool found = true;
+                    for (int shift = 24; shift >= 0; shift -= 8) {
+                        for (int i = threadIdx.x; i < 256; i += blockDim.x) sm.hmass[i] = 0.0;
+                        __syncthreads();
+                        for (int i = threadIdx.x; i < V; i += blockDim.x) {
+                            if (!bit(sm.cand, i)) continue;
+                            float l = finite_or_neginf(x[i]);
+                            uint32_t key = float_key(l);
+                            if (shift < 24 && (key >> (shift + 8)) != prefix) continue;
+                            atomicAdd(&sm.hmass[(key >> shift) & 0xff], wof(l));
+                        }
+                        __syncthreads();
+                        if (threadIdx.x == 0) {
+                            int d = 255;
+                            double rr = rem;
+                            bool hit = false;
+                            for (; d >= 0; d--) {
+                                if (sm.hmass[d] > 0.0 && sm.hmass[d] >= rr) {
+                                    hit = true;
+                                    break;
+                                }
+                                rr -= sm.hmass[d];
+                            }
+                            if (!hit) d = 0;
+                            sm.bi[0] = d;
+                            sm.bi[2] = hit;
+                            sm.bd[0] = rr;
+                        }
+                        __syncthreads();
+                        prefix = (prefix << 8) | (uint32_t)sm.bi[0];
+                        rem = sm.bd[0];
+                        found = found && sm.bi[2];
+                        __syncthreads();
+                    }
+                    if (found) {
+                        const uint32_t tp = prefix;
+                        const double wt = wof(key_float(tp));
+                        int ties = wt > 0.0 ? (int)ceil(rem / wt) : 1;
+                        ties = max(ties, 1);
+                        int tie_total = 0;
+                        for (int i = threadIdx.x; i < V; i += blockDim.x)
+                            if (bit(sm.cand, i) && float_key(finite_or_neginf(x[i])) == tp) tie_total++;
+                        tie_total = block_sum_int(sm, tie_total);
+                        mark_ids(
+                            sm, sm.keep, x, V, [&](int i, uint32_t key) { return bit(sm.cand, i) && key > tp; },
+                            [&](int i, uint32_t key) { return bit(sm.cand, i) && key == tp; }, ties, tie_total > ties);
+                        use_p = true;
                     }
                 }
-            }
-            // Fallback when rounding leaves no crossing: the highest kept id with w > 0.
-            {
-                int last = -1;
-                tk = kbase, tp = pbase;
-                for (int i = lo; i < hi; i++) {
-                    if (i == banned) continue;
-                    float l = finite_or_neginf(x[i]);
-                    uint32_t key = float_key(l);
-                    bool c = above_or_tie(selk, key, tk);
-                    if (selk.on && key == selk.key) tk++;
-                    if (!c) continue;
-                    bool k = above_or_tie(selp, key, tp);
-                    if (selp.on && key == selp.key) tp++;
-                    if (k && wlogit(l) > 0.0) last = i;
+                const uint32_t* kept = use_p ? sm.keep : sm.cand;
+                // Rule 5 tile by tile: the running sum carries across tiles.
+                double S = 0.0;
+                for (int i = threadIdx.x; i < V; i += blockDim.x)
+                    if (bit(kept, i)) S += wof(finite_or_neginf(x[i]));
+                block_scan_double(sm, S, &S);
+                const double target = coin(seed, index[r]) * S;
+                double run = 0.0;
+                int found_id = -1, last_id = -1;
+                for (int base = 0; base < V && found_id < 0; base += SAMPLE_THREADS) {
+                    int i = base + threadIdx.x;
+                    double w = (i < V && bit(kept, i)) ? wof(finite_or_neginf(x[i])) : 0.0;
+                    double tile;
+                    double before = run + block_scan_double(sm, w, &tile);
+                    if (threadIdx.x == 0) sm.bi[0] = 0x7fffffff, sm.bi[1] = -1;
+                    __syncthreads();
+                    if (w > 0.0) {
+                        if (before + w > target) atomicMin(&sm.bi[0], i);
+                        atomicMax(&sm.bi[1], i);
+                    }
+                    __syncthreads();
+                    if (sm.bi[0] != 0x7fffffff) found_id = sm.bi[0];
+                    if (sm.bi[1] >= 0) last_id = sm.bi[1];
+                    run += tile;
+                    __syncthreads();
                 }
-                if (last >= 0) atomicMax(&sm.bcast_i[1], last);
+                token = found_id >= 0 ? found_id : (last_id >= 0 ? last_id : token);
             }
-            __syncthreads();
-            if (sm.bcast_i[0] >= 0) token = sm.bcast_i[0];
-            else if (sm.bcast_i[1] >= 0) token = sm.bcast_i[1];
-            __syncthreads();
         }
     }
 
     if (want_lp[r]) {  // log-softmax at temperature 1 over all raw logits
         float ml = NEG_INF;
-        for (int i = lo; i < hi; i++) ml = fmaxf(ml, finite_or_neginf(x[i]));
+        for (int i = threadIdx.x; i < V; i += blockDim.x) ml = fmaxf(ml, finite_or_neginf(x[i]));
         ml = block_max(sm, ml);
         double s = 0.0;
-        for (int i = lo; i < hi; i++) s += exp((double)finite_or_neginf(x[i]) - (double)ml);
+        for (int i = threadIdx.x; i < V; i += blockDim.x) s += exp((double)finite_or_neginf(x[i]) - (double)ml);
         double tot;
         block_scan_double(sm, s, &tot);
         if (threadIdx.x == 0) out_lp[r] = (float)((double)x[token] - (double)ml - log(tot));

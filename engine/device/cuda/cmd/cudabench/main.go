@@ -141,6 +141,20 @@ func run(o options) error {
 		d.SetNoCUDAGraph(false)
 	}
 	if !o.skipProf {
+		// One prefill step of the offline run: 32 prompts x 256 tokens.
+		n := max(1, o.maxStepTokens/o.promptLen)
+		seqs := make([]device.Seq, n)
+		for i := range seqs {
+			seqs[i] = device.Seq{SeqID: uint64(5000 + i), Tokens: randTokens(r, o.promptLen), BlockTable: alloc(o.promptLen), Sample: true, Params: params, BannedToken: -1}
+		}
+		if err := prefill(d, seqs, o.maxStepTokens); err != nil { // warm: plans for this shape
+			return err
+		}
+		d.EnableOpProfile()
+		if err := prefill(d, seqs, o.maxStepTokens); err != nil {
+			return err
+		}
+		fmt.Printf("\nper-op GPU time, one prefill step of %d x %d tokens:\n%s", n, o.promptLen, d.OpProfile(1))
 		for _, b := range o.batches {
 			po := o
 			po.steps = 20
@@ -159,8 +173,8 @@ func run(o options) error {
 // decodeStep prefills b sequences of o.ctx tokens, then times o.steps decode
 // steps (after 5 warm-up steps) and returns the median step time in ms.
 //
-// With profile, the timed steps run eagerly with per-op events and the
-// per-op table is printed.
+// With profile, per-op events are recorded (inside the captured graph) and
+// the per-op table is printed.
 func decodeStep(d *cuda.Device, r *rand.Rand, b int, o options, p sample.Params, alloc func(int) []int32, profile bool) (float64, error) {
 	seqs := make([]device.Seq, b)
 	for i := range seqs {
@@ -174,8 +188,8 @@ func decodeStep(d *cuda.Device, r *rand.Rand, b int, o options, p sample.Params,
 	var out []device.Sampled
 	var times []float64
 	for k := 0; k < o.steps+5; k++ {
-		if profile && k == 5 {
-			d.EnableOpProfile()
+		if profile && (k == 2 || k == 5) {
+			d.EnableOpProfile() // at 2: start (graphs re-captured with events); at 5: drop the warm-up steps
 		}
 		batch := device.Batch{Seqs: make([]device.Seq, b)}
 		for i := range seqs {
@@ -196,7 +210,7 @@ func decodeStep(d *cuda.Device, r *rand.Rand, b int, o options, p sample.Params,
 	}
 	sort.Float64s(times)
 	if profile {
-		fmt.Printf("\nper-op GPU time, eager decode step, batch %d, ctx %d (median step %.3f ms wall):\n%s", b, o.ctx,
+		fmt.Printf("\nper-op GPU time, decode step (CUDA graph replay), batch %d, ctx %d (median step %.3f ms wall):\n%s", b, o.ctx,
 			times[len(times)/2], d.OpProfile(o.steps))
 	}
 	return times[len(times)/2], nil
