@@ -71,13 +71,14 @@ type Device struct {
 	kEncoder, kResolve, kLayerNorm, kResidualAdd, kKVWrite, kDecode, kPrefill, kSample kernel
 	noFusedResidual, residualTried                                                     bool
 
-	stage   [2]staging // pinned host buffers, alternating so one step can be queued while another runs
-	next    int        // stage the next Submit uses
-	pending []int      // stages submitted and not yet collected, oldest first
-	prevRow map[uint64]int
-	graphs  map[int]*decodeGraph
-	closed  bool
-	prof    *opProfile
+	stage     [2]staging // pinned host buffers, alternating so one step can be queued while another runs
+	next      int        // stage the next Submit uses
+	pending   []int      // stages submitted and not yet collected, oldest first
+	prevRow   map[uint64]int
+	graphs    map[int]*decodeGraph
+	closed    bool
+	prof      *opProfile
+	capturing bool // a decode graph is being captured on the stream
 }
 
 // staging is one step's pinned host memory: inputs going up, samples coming

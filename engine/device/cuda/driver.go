@@ -17,20 +17,20 @@ type devPtr uintptr
 type driver struct {
 	lib *library
 
-	cuInit, cuDriverGetVersion, cuGetErrorName, cuGetErrorString                   uintptr
-	cuDeviceGet, cuDeviceGetAttribute, cuDeviceGetName, cuDeviceTotalMem           uintptr
-	cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRelease, cuCtxSetCurrent           uintptr
-	cuCtxSynchronize, cuMemGetInfo                                                 uintptr
-	cuMemAlloc, cuMemFree, cuMemHostAlloc, cuMemFreeHost                           uintptr
-	cuMemcpyHtoD, cuMemcpyDtoH, cuMemcpyHtoDAsync, cuMemcpyDtoHAsync               uintptr
-	cuMemcpyDtoDAsync, cuMemsetD8Async, cuMemsetD32Async                           uintptr
-	cuStreamCreate, cuStreamDestroy, cuStreamSynchronize                           uintptr
-	cuEventCreate, cuEventDestroy, cuEventRecord, cuEventSynchronize, cuEventQuery uintptr
-	cuEventElapsedTime, cuEventRecordWithFlags                                     uintptr
-	cuModuleLoadData, cuModuleUnload, cuModuleGetFunction, cuFuncSetAttribute      uintptr
-	cuLaunchKernel                                                                 uintptr
-	cuStreamBeginCapture, cuStreamEndCapture, cuGraphInstantiate, cuGraphLaunch    uintptr
-	cuGraphDestroy, cuGraphExecDestroy                                             uintptr
+	cuInit, cuDriverGetVersion, cuGetErrorName, cuGetErrorString                      uintptr
+	cuDeviceGet, cuDeviceGetAttribute, cuDeviceGetName, cuDeviceTotalMem              uintptr
+	cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRelease, cuCtxSetCurrent              uintptr
+	cuCtxSynchronize, cuMemGetInfo                                                    uintptr
+	cuMemAlloc, cuMemFree, cuMemHostAlloc, cuMemFreeHost                              uintptr
+	cuMemcpyHtoD, cuMemcpyDtoH, cuMemcpyHtoDAsync, cuMemcpyDtoHAsync                  uintptr
+	cuMemcpyDtoDAsync, cuMemsetD8Async, cuMemsetD32Async, cuMemsetD8, cuCtxGetCurrent uintptr
+	cuStreamCreate, cuStreamDestroy, cuStreamSynchronize                              uintptr
+	cuEventCreate, cuEventDestroy, cuEventRecord, cuEventSynchronize, cuEventQuery    uintptr
+	cuEventElapsedTime, cuEventRecordWithFlags                                        uintptr
+	cuModuleLoadData, cuModuleUnload, cuModuleGetFunction, cuFuncSetAttribute         uintptr
+	cuLaunchKernel                                                                    uintptr
+	cuStreamBeginCapture, cuStreamEndCapture, cuGraphInstantiate, cuGraphLaunch       uintptr
+	cuGraphDestroy, cuGraphExecDestroy                                                uintptr
 }
 
 const (
@@ -82,6 +82,8 @@ func loadDriver() (*driver, error) {
 		&d.cuMemcpyDtoDAsync:         {"cuMemcpyDtoDAsync_v2"},
 		&d.cuMemsetD8Async:           {"cuMemsetD8Async"},
 		&d.cuMemsetD32Async:          {"cuMemsetD32Async"},
+		&d.cuMemsetD8:                {"cuMemsetD8_v2"},
+		&d.cuCtxGetCurrent:           {"cuCtxGetCurrent"},
 		&d.cuStreamCreate:            {"cuStreamCreate"},
 		&d.cuStreamDestroy:           {"cuStreamDestroy_v2"},
 		&d.cuStreamSynchronize:       {"cuStreamSynchronize"},

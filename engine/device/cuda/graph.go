@@ -43,7 +43,9 @@ func (d *Device) runGraph(p *stepPlan) error {
 		if err := drv.call("cuStreamBeginCapture_v2", drv.cuStreamBeginCapture, s, captureModeThreadLoc); err != nil {
 			return err
 		}
+		d.capturing = true
 		ferr := d.forward(p)
+		d.capturing = false
 		if d.prof != nil {
 			gr.marks = append([]string{}, d.prof.names[:d.prof.used]...)
 			d.prof.used = 0 // recorded by replays, not by the capture

@@ -2,6 +2,8 @@ package cuda
 
 import (
 	"math"
+
+	"github.com/ebitengine/purego"
 	"runtime"
 	"sync"
 	"testing"
@@ -31,6 +33,11 @@ func testGPU(t *testing.T) *gpu {
 	if err := sharedG.bind(); err != nil {
 		t.Fatal(err)
 	}
+	var cur uintptr
+	purego.SyscallN(sharedG.drv.cuCtxGetCurrent, uintptr(unsafe.Pointer(&cur)))
+	if cur != sharedG.ctx {
+		t.Fatalf("current context %#x after binding %#x", cur, sharedG.ctx)
+	}
 	return sharedG
 }
 
@@ -43,8 +50,14 @@ func devBuf(t *testing.T, g *gpu, bytes int) devPtr {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { g.drv.memFree(p) })
-	if err := g.drv.memsetD8Async(p, 0xff, bytes, g.stream); err != nil {
-		t.Fatal(err)
+	if err := g.sync(); err != nil {
+		t.Fatalf("before poisoning %d bytes: stream reports %v", bytes, err)
+	}
+	r, _, _ := purego.SyscallN(g.drv.cuMemsetD8, uintptr(p), 0xff, uintptr(bytes))
+	if err := g.drv.check("cuMemsetD8_v2", r); err != nil {
+		var cur uintptr
+		purego.SyscallN(g.drv.cuCtxGetCurrent, uintptr(unsafe.Pointer(&cur)))
+		t.Fatalf("poisoning %d bytes at %#x (ctx %#x, current %#x): %v", bytes, p, g.ctx, cur, err)
 	}
 	return p
 }

@@ -42,9 +42,13 @@ func (d *Device) mark(name string) error {
 		p.names = append(p.names, "")
 	}
 	p.names[p.used] = name
-	const recordExternal = 1 // CU_EVENT_RECORD_EXTERNAL: an event node when captured
-	r, _, _ := purego.SyscallN(d.g.drv.cuEventRecordWithFlags, p.events[p.used], d.g.stream, recordExternal)
-	if err := d.g.drv.check("cuEventRecordWithFlags", r); err != nil {
+	if d.capturing {
+		const recordExternal = 1 // CU_EVENT_RECORD_EXTERNAL: an event node in the graph
+		r, _, _ := purego.SyscallN(d.g.drv.cuEventRecordWithFlags, p.events[p.used], d.g.stream, recordExternal)
+		if err := d.g.drv.check("cuEventRecordWithFlags", r); err != nil {
+			return err
+		}
+	} else if err := d.g.drv.eventRecord(p.events[p.used], d.g.stream); err != nil {
 		return err
 	}
 	p.used++

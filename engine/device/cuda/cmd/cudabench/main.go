@@ -64,6 +64,15 @@ func main() {
 
 type row struct{ name, value string }
 
+// rows collects the summary; each row is also printed when measured, so a
+// later failure loses nothing.
+var rows []row
+
+func record(name, value string) {
+	fmt.Printf("%s: %s\n", name, value)
+	rows = append(rows, row{name, value})
+}
+
 func run(o options) error {
 	if err := cuda.Available(); err != nil {
 		return err
@@ -90,14 +99,14 @@ func run(o options) error {
 	}
 	defer d.Close()
 	fmt.Printf("device %s; model %s (%d params); setup %.1fs\n", d.GPUName(), o.preset, cfg.NumParameters(), time.Since(t0).Seconds())
-	var rows []row
+	defer printTable(d)
 	ceil, err := d.MeasureCeilings()
 	if err != nil {
 		return err
 	}
-	rows = append(rows, row{"ceiling: D2D copy (read+write)", fmt.Sprintf("%.0f GB/s", ceil.CopyGBs)},
-		row{"ceiling: fp16 GEMM 8192^3 (cuBLASLt)", fmt.Sprintf("%.0f TFLOP/s", ceil.GemmTFLOPs)},
-		row{"driver CUDA version", strconv.Itoa(ceil.DriverCUDA)})
+	record("ceiling: D2D copy (read+write)", fmt.Sprintf("%.0f GB/s", ceil.CopyGBs))
+	record("ceiling: fp16 GEMM 8192^3 (cuBLASLt)", fmt.Sprintf("%.0f TFLOP/s", ceil.GemmTFLOPs))
+	record("driver CUDA version", strconv.Itoa(ceil.DriverCUDA))
 	r := rand.New(rand.NewPCG(1, 2))
 	params := sample.Params{Temperature: 0.7, TopK: 50, TopP: 0.9}
 	nextBlock := int32(0)
@@ -121,7 +130,7 @@ func run(o options) error {
 			if noGraph {
 				label = "no graph"
 			}
-			rows = append(rows, row{fmt.Sprintf("decode step, batch %d, ctx %d (%s)", b, o.ctx, label), fmt.Sprintf("%.3f ms (%.0f tok/s)", ms, float64(b)/ms*1000)})
+			record(fmt.Sprintf("decode step, batch %d, ctx %d (%s)", b, o.ctx, label), fmt.Sprintf("%.3f ms (%.0f tok/s)", ms, float64(b)/ms*1000))
 		}
 	}
 	d.SetNoCUDAGraph(false)
@@ -136,7 +145,7 @@ func run(o options) error {
 				}
 				best = max(best, tps)
 			}
-			rows = append(rows, row{fmt.Sprintf("offline %dx%d->%d, T0.7/p0.9/k50 (%s)", o.prompts, o.promptLen, o.gen, mode), fmt.Sprintf("%.0f output tok/s", best)})
+			record(fmt.Sprintf("offline %dx%d->%d, T0.7/p0.9/k50 (%s)", o.prompts, o.promptLen, o.gen, mode), fmt.Sprintf("%.0f output tok/s", best))
 		}
 		d.SetNoCUDAGraph(false)
 	}
@@ -163,11 +172,14 @@ func run(o options) error {
 			}
 		}
 	}
+	return nil
+}
+
+func printTable(d *cuda.Device) {
 	fmt.Printf("\n| measurement (%s) | value |\n|---|---:|\n", d.GPUName())
 	for _, rw := range rows {
 		fmt.Printf("| %s | %s |\n", rw.name, rw.value)
 	}
-	return nil
 }
 
 // decodeStep prefills b sequences of o.ctx tokens, then times o.steps decode
