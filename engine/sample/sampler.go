@@ -143,17 +143,27 @@ func (s *Sampler) collectCandidates(logits []float32, topK int, banned int32) {
 		la, lb := finite(logits[a]), finite(logits[b])
 		return la < lb || (la == lb && a > b)
 	}
-	for i := range logits {
+	thr := float32(0) // the root's logit once the heap is full
+	for i, x := range logits {
 		id := int32(i)
+		if len(h) == topK {
+			// Fast rejection: scanning upwards, only a strictly larger
+			// logit can displace the root (false for NaN, as it should be).
+			if !(x > thr) || id == banned {
+				continue
+			}
+			h[0] = id
+			siftDown(h, 0, worse)
+			thr = finite(logits[h[0]])
+			continue
+		}
 		if id == banned {
 			continue
 		}
-		if len(h) < topK {
-			h = append(h, id)
-			siftUp(h, len(h)-1, worse)
-		} else if worse(h[0], id) {
-			h[0] = id
-			siftDown(h, 0, worse)
+		h = append(h, id)
+		siftUp(h, len(h)-1, worse)
+		if len(h) == topK {
+			thr = finite(logits[h[0]])
 		}
 	}
 	s.heap = h

@@ -317,3 +317,50 @@ func BenchmarkSample(b *testing.B) {
 		})
 	}
 }
+
+// TestTopKMatchesSort checks the heap selection against a full sort on
+// random logits with many ties, a banned id and an occasional NaN.
+func TestTopKMatchesSort(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	s := NewSampler(200)
+	for trial := range 2000 {
+		n := 2 + rng.IntN(200)
+		logits := make([]float32, n)
+		for i := range logits {
+			logits[i] = float32(rng.IntN(6))
+			if rng.IntN(50) == 0 {
+				logits[i] = float32(math.NaN())
+			}
+		}
+		banned := int32(rng.IntN(n+5)) - 3 // sometimes -1..-3 (none) or >= n (ignored)
+		if banned >= int32(n) || banned < 0 {
+			banned = -1
+		}
+		k := 1 + rng.IntN(n)
+		s.collectCandidates(logits, k, banned)
+
+		// Reference: ids by (logit desc with NaN last, id asc), banned removed.
+		var order []int32
+		for i := range n {
+			if int32(i) != banned {
+				order = append(order, int32(i))
+			}
+		}
+		key := func(id int32) float64 {
+			if x := logits[id]; x == x {
+				return float64(x)
+			}
+			return math.Inf(-1)
+		}
+		sort.SliceStable(order, func(a, b int) bool { return key(order[a]) > key(order[b]) })
+		var want []int32
+		if k < len(order) {
+			want = slices.Clone(order[:k])
+			slices.Sort(want)
+		}
+		got := slices.Clone(s.ids)
+		if !slices.Equal(got, want) {
+			t.Fatalf("trial %d (n=%d k=%d banned=%d): candidates %v, want %v (logits %v)", trial, n, k, banned, got, want, logits)
+		}
+	}
+}
