@@ -273,3 +273,15 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		t.Error("truncated weights: no error")
 	}
 }
+
+func TestKVBytesPerBlock(t *testing.T) {
+	w, _ := model.InitRandom(smallConfig, 10)
+	d := newTestDevice(t, w, 1, Options{})
+	total := 0
+	for l := range d.kv.k {
+		total += 4 * (len(d.kv.k[l]) + len(d.kv.v[l]))
+	}
+	if got, want := KVBytesPerBlock(smallConfig, testBlockSize)*d.kv.numBlocks, total; got != want {
+		t.Errorf("KVBytesPerBlock x blocks = %d, allocated %d", got, want)
+	}
+}

@@ -1,6 +1,10 @@
 package cpu
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/roseinfer/roseinfer/engine/model"
+)
 
 // kvCache is the paged KV storage the engine's block ids point into. Each
 // layer has a K and a V array of NumBlocks·B token slots of C floats (all
@@ -44,4 +48,10 @@ func kvAppendForward(kv *kvCache, l int, qkv []float32, st *stepLayout, BT, C in
 		copy(kc[s*C:(s+1)*C], row[C:2*C])
 		copy(vc[s*C:(s+1)*C], row[2*C:3*C])
 	}
+}
+
+// KVBytesPerBlock is the host memory one KV block takes on this device (K
+// and V, every layer, fp32), for sizing NumBlocks from a memory budget.
+func KVBytesPerBlock(c model.Config, blockSizeTokens int) int {
+	return 2 * c.NumLayers * blockSizeTokens * c.Channels * 4
 }
