@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -252,6 +253,12 @@ func (s *Server) Stop() {
 		// The leader may be gone while children of the group live on.
 		syscall.Kill(-pgid, syscall.SIGKILL)
 		<-s.exited
+		if s.Spec.AfterStop != nil {
+			if u, err := url.Parse(s.BaseURL); err == nil {
+				port, _ := strconv.Atoi(u.Port())
+				s.Spec.AfterStop(u.Hostname(), port)
+			}
+		}
 		s.logFile.Close()
 		unregister(s)
 	})

@@ -41,6 +41,16 @@ type Spec struct {
 	StopGrace time.Duration
 	// Version probes the server's version ("" when unknown); optional.
 	Version func(ctx context.Context) string
+	// Python is the interpreter of a server run from a Python environment
+	// (vLLM, SGLang, TensorRT-LLM; results.Backend.Python); "" otherwise.
+	Python string
+	// Versions are extra meta.versions entries probed for this backend
+	// (vllm_python, vllm_python_version, vllm_torch, ...); optional.
+	Versions map[string]string
+	// AfterStop, when set, runs after the process group is gone, with the
+	// server's host and port: TensorRT-LLM's server can leave a process
+	// outside the group (it may move into a new session).
+	AfterStop func(host string, port int)
 }
 
 // ReadyRule is a readiness probe: every path in Paths must answer HTTP 200,
