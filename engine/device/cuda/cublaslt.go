@@ -121,6 +121,9 @@ func loadBlasLt(drv *driver) (*blasLt, error) {
 	return b, nil
 }
 
+// call: see driver.call for why go:uintptrescapes.
+//
+//go:uintptrescapes
 func (b *blasLt) call(fn uintptr, args ...uintptr) uintptr {
 	r, _, _ := purego.SyscallN(fn, args...)
 	return r

@@ -137,6 +137,13 @@ func (d *driver) check(fn string, r uintptr) error {
 	return &cuError{fn: fn, code: code, name: goString(name), desc: goString(desc)}
 }
 
+// call invokes fn and checks its CUresult. Callers pass pointers converted
+// to uintptr in the argument list; go:uintptrescapes moves what they point to
+// onto the heap and keeps it alive for the call, as purego.SyscallN does: a
+// stack variable could otherwise move (stack growth) between the conversion
+// and the C write, and the write would be lost.
+//
+//go:uintptrescapes
 func (d *driver) call(name string, fn uintptr, args ...uintptr) error {
 	r, _, _ := purego.SyscallN(fn, args...)
 	return d.check(name, r)

@@ -24,7 +24,16 @@ type opProfile struct {
 
 // EnableOpProfile starts per-op timing of the following steps (graphs
 // captured from then on carry the timing events). OpProfile reports and stops it.
+//
+// The first call drops captured graphs, so that they are captured again with
+// the timing events; a second call while profiling only resets the totals
+// (e.g. after warm-up steps).
 func (d *Device) EnableOpProfile() {
+	if p := d.prof; p != nil {
+		p.totalMs, p.calls, p.order = map[string]float64{}, map[string]int{}, nil
+		return
+	}
+	d.dropGraphs()
 	d.prof = &opProfile{totalMs: map[string]float64{}, calls: map[string]int{}}
 }
 
