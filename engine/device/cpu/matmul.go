@@ -23,70 +23,66 @@ func matmulForward(out, inp, weight, bias []float32, BT, C, OC int, p *pool) {
 func matmulColumns(out, inp, weight, bias []float32, BT, C, OC, oLo, oHi int) {
 	o := oLo
 	for ; o+3 <= oHi; o += 3 {
-		w := weight[o*C : (o+3)*C]
-		var b [3]float32
-		if bias != nil {
-			copy(b[:], bias[o:o+3])
-		}
-		t := 0
-		for ; t+2 <= BT; t += 2 {
-			s00, s01, s02, s10, s11, s12 := dot2x3(inp[t*C:(t+2)*C], w)
-			r := out[t*OC+o : t*OC+o+3]
-			r[0], r[1], r[2] = s00+b[0], s01+b[1], s02+b[2]
-			r = out[(t+1)*OC+o : (t+1)*OC+o+3]
-			r[0], r[1], r[2] = s10+b[0], s11+b[1], s12+b[2]
-		}
-		if t < BT {
-			s0, s1, s2 := dot1x3(inp[t*C:(t+1)*C], w)
-			r := out[t*OC+o : t*OC+o+3]
-			r[0], r[1], r[2] = s0+b[0], s1+b[1], s2+b[2]
-		}
+		matmulTile3(out, inp, weight[o*C:(o+3)*C], BT, C, OC, o)
 	}
 	for ; o < oHi; o++ { // the last columns when the chunk is not a multiple of 3
-		var b float32
-		if bias != nil {
-			b = bias[o]
-		}
 		for t := 0; t < BT; t++ {
-			out[t*OC+o] = dot(inp[t*C:(t+1)*C], weight[o*C:(o+1)*C]) + b
+			out[t*OC+o] = dot(inp[t*C:(t+1)*C], weight[o*C:(o+1)*C])
+		}
+	}
+	if bias != nil {
+		for t := 0; t < BT; t++ {
+			row, b := out[t*OC+oLo:t*OC+oHi], bias[oLo:oHi]
+			for i := range row {
+				row[i] += b[i]
+			}
 		}
 	}
 }
 
-// dot2x3 is the kernel: the six dot products of two rows x (2, C) with three
-// rows w (3, C). It is its own function so that its accumulators and
-// operands have the float registers (15 on amd64) to themselves: inlined
-// into the caller they spilled. Measured on the 2-core Zen 5 dev machine at
-// C=64, GOAMD64=v1: 2x3 and 3x2 tiles ~4.9 GMAC/s per core, 2x4 and 4x2
-// ~3.7-4.1 (spills), 2x2 ~4.0. Every sum runs over c in ascending order from
-// 0, so results do not depend on the tile that computes them.
-func dot2x3(x, w []float32) (s00, s01, s02, s10, s11, s12 float32) {
-	C := len(x) / 2
-	x0, x1 := x[:C], x[C:2*C]
+// matmulTile3 is the kernel: columns o, o+1, o+2 of every row, from the
+// three weight rows w (3, C), two input rows at a time (six accumulators).
+// It is its own function so that its accumulators and operands have the
+// float registers (15 on amd64) to themselves. Measured on the 2-core Zen 5
+// dev machine at C=64, GOAMD64=v1, per core: this ~5.7 GMAC/s; the same
+// 2x3 tile as a function called per row pair ~4.9; 2x4 and 4x2 tiles
+// ~3.7-4.1 (they spill); 2x2 ~4.0. Every sum runs over c in ascending order
+// from 0, so results do not depend on the tile that computes them.
+func matmulTile3(out, inp, w []float32, BT, C, OC, o int) {
 	w0, w1, w2 := w[:C], w[C:2*C], w[2*C:3*C]
-	for c, a := range x0 {
-		b := x1[c]
-		v0, v1, v2 := w0[c], w1[c], w2[c]
-		s00 += a * v0
-		s01 += a * v1
-		s02 += a * v2
-		s10 += b * v0
-		s11 += b * v1
-		s12 += b * v2
+	t := 0
+	for ; t+2 <= BT; t += 2 {
+		x0 := inp[t*C : t*C+C]
+		x1 := inp[(t+1)*C : (t+1)*C+C]
+		x1, w0, w1, w2 := x1[:len(x0)], w0[:len(x0)], w1[:len(x0)], w2[:len(x0)]
+		var s00, s01, s02, s10, s11, s12 float32
+		for c, a := range x0 {
+			b := x1[c]
+			v0, v1, v2 := w0[c], w1[c], w2[c]
+			s00 += a * v0
+			s01 += a * v1
+			s02 += a * v2
+			s10 += b * v0
+			s11 += b * v1
+			s12 += b * v2
+		}
+		r := out[t*OC+o : t*OC+o+3]
+		r[0], r[1], r[2] = s00, s01, s02
+		r = out[(t+1)*OC+o : (t+1)*OC+o+3]
+		r[0], r[1], r[2] = s10, s11, s12
 	}
-	return
-}
-
-// dot1x3 is dot2x3 for a single row.
-func dot1x3(x, w []float32) (s0, s1, s2 float32) {
-	C := len(x)
-	w0, w1, w2 := w[:C], w[C:2*C], w[2*C:3*C]
-	for c, a := range x {
-		s0 += a * w0[c]
-		s1 += a * w1[c]
-		s2 += a * w2[c]
+	if t < BT {
+		x0 := inp[t*C : t*C+C]
+		w0, w1, w2 := w0[:len(x0)], w1[:len(x0)], w2[:len(x0)]
+		var s0, s1, s2 float32
+		for c, a := range x0 {
+			s0 += a * w0[c]
+			s1 += a * w1[c]
+			s2 += a * w2[c]
+		}
+		r := out[t*OC+o : t*OC+o+3]
+		r[0], r[1], r[2] = s0, s1, s2
 	}
-	return
 }
 
 // dot is one dot product, summed the same way.
