@@ -26,7 +26,7 @@ func fakeVenv(t *testing.T, root, name, probeJSON string) string {
 	fakelib, _ := filepath.Abs(filepath.Join("testdata", "python_fakelib"))
 	script := "#!/bin/sh\n" +
 		"if [ \"$1\" = \"-c\" ]; then echo 'ROSEINFER_PROBE " + probeJSON + "'; exit 0; fi\n" +
-		"PYTHONPATH=" + fakelib + " exec python3 \"$@\"\n"
+		"PYTHONDONTWRITEBYTECODE=1 PYTHONPATH=" + fakelib + " exec python3 \"$@\"\n"
 	if err := os.MkdirAll(filepath.Dir(python), 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -154,3 +154,34 @@ func TestStopByPort(t *testing.T) {
 		t.Errorf("second stop signalled %v", got)
 	}
 }
+
+// Server.Stop calls the spec's AfterStop with the port it launched on, once
+// the process group is gone (how TensorRT-LLM's stop by port is reached).
+func TestAfterStopGetsThePort(t *testing.T) {
+	t.Setenv("BACKEND_TEST_MODE", "after-stop")
+	type call struct {
+		host string
+		port int
+	}
+	calls := make(chan call, 2)
+	s := Spec{Label: "trtllm", Ready: DefaultReady,
+		Command:   func(host string, port int) []string { return []string{os.Args[0], "--port", strconv.Itoa(port)} },
+		AfterStop: func(host string, port int) { calls <- call{host, port} }}
+	srv, err := Launch(context.Background(), s, LaunchOptions{RunDir: t.TempDir(), ReadyTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	srv.Stop()
+	select {
+	case c := <-calls:
+		if c.host != "127.0.0.1" || strconv.Itoa(c.port) != srv.Argv[2] {
+			t.Errorf("AfterStop(%s, %d), server argv %v", c.host, c.port, srv.Argv)
+		}
+	default:
+		t.Fatal("AfterStop was not called")
+	}
+	if len(calls) != 0 {
+		t.Error("AfterStop called twice")
+	}
+}

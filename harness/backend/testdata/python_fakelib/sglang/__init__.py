@@ -1,0 +1,2 @@
+"""Fake sglang."""
+__version__ = "0.5.7+fake"
