@@ -3,7 +3,7 @@ GO       ?= go
 BIN      := bin
 export CGO_ENABLED := 0
 
-.PHONY: all build bench test vet fmt-check fuzz gpu-build gpu-test gpu-bench clean lint-workflows
+.PHONY: all build bench test vet fmt-check fuzz fuzz-server gpu-build gpu-test gpu-bench clean lint-workflows
 
 all: build
 
@@ -36,6 +36,12 @@ gpu-test:
 
 gpu-bench:
 	bash engine/device/cuda/gpu_check.sh bench
+
+# The server's request fuzzer beyond its seed corpus (which `make test` runs);
+# FUZZTIME=1000000x repeats the documented 10^6-execution run.
+FUZZTIME ?= 60s
+fuzz-server:
+	$(GO) test ./engine/server -run '^$$' -fuzz FuzzCompletionsHandler -fuzztime $(FUZZTIME)
 
 # GitHub workflows are checked with actionlint (a go tool dependency, pinned in go.mod).
 lint-workflows:
