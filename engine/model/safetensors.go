@@ -252,20 +252,25 @@ func writeSafetensors(path string, tensors []Tensor, dtype DType) (err error) {
 	binary.LittleEndian.PutUint64(lenBytes[:], uint64(len(header)))
 	bw.Write(lenBytes[:])
 	bw.Write(header)
-	var elem [4]byte
+	// Encode in chunks: one bufio call per 16K values, not per value.
+	chunk := make([]byte, 0, 1<<16)
 	for _, t := range tensors {
 		for _, v := range t.Data {
 			switch dtype {
 			case FP32:
-				binary.LittleEndian.PutUint32(elem[:], math.Float32bits(v))
+				chunk = binary.LittleEndian.AppendUint32(chunk, math.Float32bits(v))
 			case FP16:
-				binary.LittleEndian.PutUint16(elem[:], f32ToF16(v))
+				chunk = binary.LittleEndian.AppendUint16(chunk, f32ToF16(v))
 			case BF16:
-				binary.LittleEndian.PutUint16(elem[:], f32ToBF16(v))
+				chunk = binary.LittleEndian.AppendUint16(chunk, f32ToBF16(v))
 			}
-			bw.Write(elem[:dtype.size()])
+			if len(chunk) == cap(chunk) {
+				bw.Write(chunk)
+				chunk = chunk[:0]
+			}
 		}
 	}
+	bw.Write(chunk)
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("model: write %s: %w", path, err)
 	}
