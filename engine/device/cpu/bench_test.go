@@ -79,3 +79,34 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkPrefill256 is one 256-token prompt in one chunk, sampled at its
+// end: the device's share of the time to first token.
+func BenchmarkPrefill256(b *testing.B) {
+	cfg, _ := model.Preset("tiny")
+	w, err := model.InitRandom(cfg, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	d, err := New(w, device.KVConfig{NumBlocks: 16, BlockSizeTokens: 16}, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	prompt := make([]int32, 256)
+	for i := range prompt {
+		prompt[i] = int32(i * 191 % cfg.VocabSize)
+	}
+	table := make([]int32, 16)
+	for i := range table {
+		table[i] = int32(i)
+	}
+	batch := &device.Batch{Seqs: []device.Seq{{Tokens: prompt, BlockTable: table, Sample: true, BannedToken: -1,
+		Params: sample.Params{Temperature: 0.7, TopP: 0.9, TopK: 50, Seed: 1}}}}
+	out := make([]device.Sampled, 0, 1)
+	for b.Loop() {
+		if out, err = d.Forward(batch, out); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
