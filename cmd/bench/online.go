@@ -59,8 +59,12 @@ TensorRT-LLM come as separate descriptors), --device cpu, --output-dir
 results/runs, --trace = the bundled Azure 2023 conversation trace, and, for
 roseinfer on the CPU only, --n ` + strconv.Itoa(cpuDefaultN) + ` (original 1000) and
 --max-output-len ` + strconv.Itoa(cpuDefaultMaxOutputLen) + ` (original 128), so that "bench online --scales
-0.4,0.8,1.6" finishes in a few minutes on 2 cores. CPU pinning
-(--server-cpus/--client-cpus) is off unless given.
+0.4,0.8,1.6" finishes in a few minutes on 2 cores.
+
+CPU split (the original's): unless --server-cpus/--client-cpus are given,
+launched servers get the first half of the CPUs this process may use and the
+harness the rest (2 cores: one each), so the server's compute never delays the
+client's timestamps; "none" turns pinning off.
 
 Writes <output-dir>/online_<YYYYmmdd_HHMMSS>/: online_results.json (per-request
 records included), online_summary.md and <label>.server.log per backend. The
@@ -130,8 +134,8 @@ partial results. Exit status: 0 ok, 1 a backend or scale failed, 130 interrupted
 	f.Float64Var(&requestTimeoutS, "request-timeout-s", o.RequestTimeout.Seconds(), "per-request timeout in seconds (0 = none)")
 	f.StringVar(&o.Host, "host", o.Host, "bind host of launched servers and client target")
 	f.IntVar(&o.PortBase, "port-base", o.PortBase, "backend i gets the first free port >= port-base + i")
-	f.StringVar(&o.ServerCPUs, "server-cpus", "", `pin launched servers to these CPUs (taskset list, e.g. "0-3"); default: no pinning`)
-	f.StringVar(&o.ClientCPUs, "client-cpus", "", "pin the harness to these CPUs; default: no pinning")
+	f.StringVar(&o.ServerCPUs, "server-cpus", "", `pin launched servers to these CPUs (taskset list, e.g. "0-3"; "none": no pinning); default: first half`)
+	f.StringVar(&o.ClientCPUs, "client-cpus", "", `pin the harness to these CPUs ("none": no pinning); default: the other half`)
 	f.StringVar(&o.GPU, "gpu", "", "CUDA_VISIBLE_DEVICES for launched servers (default: inherited)")
 	f.StringVar(&o.OutputDir, "output-dir", o.OutputDir, "parent of the run directory online_<YYYYmmdd_HHMMSS>")
 	return cmd

@@ -46,6 +46,63 @@ func ParseCPUList(s string) ([]int, error) {
 	return out, nil
 }
 
+// NoPinning is the --server-cpus / --client-cpus value that turns the
+// default CPU split off.
+const NoPinning = "none"
+
+// resolveCPUs applies the original's default split (B.3) when neither list
+// is given and the harness launches the servers: of the CPUs this process
+// may use, the server gets the first half (at least one) and the client the
+// rest; with a single CPU both share it. On a 2-core machine that is one
+// core each, so the server's compute never delays the client's timestamps.
+// "none" turns pinning off. It returns a note for the log, or "".
+func resolveCPUs(o *OnlineOptions) (string, error) {
+	if o.ServerCPUs == NoPinning || o.ClientCPUs == NoPinning {
+		o.ServerCPUs, o.ClientCPUs = "", ""
+		return "", nil
+	}
+	if o.ServerCPUs != "" || o.ClientCPUs != "" || o.BaseURL != "" {
+		return "", nil
+	}
+	if _, err := exec.LookPath("taskset"); err != nil {
+		return "CPU split skipped: taskset not found", nil
+	}
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return "", fmt.Errorf("read CPU affinity: %w", err)
+	}
+	var cpus []int
+	for c := 0; c < len(set)*64; c++ {
+		if set.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	if len(cpus) < 2 {
+		return "", nil
+	}
+	half := max(1, len(cpus)/2)
+	o.ServerCPUs, o.ClientCPUs = formatCPUList(cpus[:half]), formatCPUList(cpus[half:])
+	return fmt.Sprintf("CPU split: servers on %s, client on %s (--server-cpus/--client-cpus none to turn off)", o.ServerCPUs, o.ClientCPUs), nil
+}
+
+// formatCPUList writes ids as a taskset list ("0-3,8").
+func formatCPUList(cpus []int) string {
+	var parts []string
+	for i := 0; i < len(cpus); {
+		j := i
+		for j+1 < len(cpus) && cpus[j+1] == cpus[j]+1 {
+			j++
+		}
+		if j == i {
+			parts = append(parts, strconv.Itoa(cpus[i]))
+		} else {
+			parts = append(parts, strconv.Itoa(cpus[i])+"-"+strconv.Itoa(cpus[j]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}
+
 // serverPrefix is the argv prefix that pins a launched server to cpus
 // (taskset, as the original), or nil when no list is given.
 func serverPrefix(cpus string) ([]string, error) {

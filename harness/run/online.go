@@ -56,6 +56,13 @@ func Online(ctx, abort context.Context, o OnlineOptions) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	note, err := resolveCPUs(&o)
+	if err != nil {
+		return nil, err
+	}
+	if note != "" {
+		fmt.Fprintln(o.Log, note)
+	}
 	if err := pinClient(o.ClientCPUs); err != nil {
 		return nil, err
 	}

@@ -207,3 +207,39 @@ func TestParseCPUList(t *testing.T) {
 		}
 	}
 }
+
+func TestFormatCPUListRoundTrip(t *testing.T) {
+	for _, in := range []string{"0", "0-3", "0-1,4,6-7", "1,3,5"} {
+		list, err := ParseCPUList(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := formatCPUList(list); got != in {
+			t.Errorf("formatCPUList(%v) = %q, want %q", list, got, in)
+		}
+	}
+}
+
+func TestResolveCPUs(t *testing.T) {
+	o := DefaultOnline()
+	o.ServerCPUs, o.ClientCPUs = "none", ""
+	if _, err := resolveCPUs(&o); err != nil || o.ServerCPUs != "" || o.ClientCPUs != "" {
+		t.Errorf("none: %q %q %v", o.ServerCPUs, o.ClientCPUs, err)
+	}
+	o = DefaultOnline()
+	o.ServerCPUs = "0"
+	if _, err := resolveCPUs(&o); err != nil || o.ServerCPUs != "0" || o.ClientCPUs != "" {
+		t.Errorf("explicit lists must be kept: %q %q %v", o.ServerCPUs, o.ClientCPUs, err)
+	}
+	o = DefaultOnline()
+	if _, err := resolveCPUs(&o); err != nil {
+		t.Fatal(err)
+	}
+	if o.ServerCPUs != "" {
+		srv, _ := ParseCPUList(o.ServerCPUs)
+		cli, _ := ParseCPUList(o.ClientCPUs)
+		if len(srv) == 0 || len(cli) == 0 || srv[len(srv)-1] >= cli[0] {
+			t.Errorf("split %q / %q: want disjoint halves, server first", o.ServerCPUs, o.ClientCPUs)
+		}
+	}
+}

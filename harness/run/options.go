@@ -27,8 +27,8 @@ type OnlineOptions struct {
 	RoseinferBin string   // --roseinfer-bin; "" = next to bench, $PATH, or go build
 	Host         string   // --host
 	PortBase     int      // --port-base
-	ServerCPUs   string   // --server-cpus (taskset list); "" = no pinning
-	ClientCPUs   string   // --client-cpus; "" = no pinning
+	ServerCPUs   string   // --server-cpus (taskset list); "" = the original's split, "none" = no pinning
+	ClientCPUs   string   // --client-cpus; "" = the original's split, "none" = no pinning
 	GPU          string   // --gpu: CUDA_VISIBLE_DEVICES for launched servers ("" = inherit)
 	TimeoutReady time.Duration
 
