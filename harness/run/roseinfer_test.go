@@ -93,6 +93,8 @@ func simOptions(t *testing.T, stepUS int, extra ...string) OnlineOptions {
 	o.PortBase = 21000
 	o.RunDir = t.TempDir()
 	o.TimeoutReady = 60 * time.Second
+	// Pinning would also pin this test process for the tests after it.
+	o.ServerCPUs, o.ClientCPUs = NoPinning, NoPinning
 	return o
 }
 
