@@ -50,6 +50,17 @@ func TestServeInProcess(t *testing.T) {
 	}
 	waitHealthy(t, url)
 	checkStream(t, url, 12)
+	// The profiler's routes are mounted: stopping with no capture running is
+	// its 400 with a detail, not the server's 404.
+	resp, err := http.Post(url+"/stop_profile", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 400 || !strings.Contains(string(body), `"detail"`) {
+		t.Errorf("/stop_profile: %d %s", resp.StatusCode, body)
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("serve: %v", err)

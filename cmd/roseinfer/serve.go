@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/roseinfer/roseinfer/engine/profile"
 	"github.com/roseinfer/roseinfer/engine/server"
 )
 
@@ -81,6 +82,11 @@ func runServe(ctx context.Context, o serveOptions, logOut io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// The profiler's pprof tool works on its own; its phase trace fills only
+	// once the engine reports phases to the recorder.
+	prof := profile.New(profile.NewRecorder(0), profile.Options{
+		Info: map[string]string{"model": info.name, "device": info.device}})
+	defer prof.Close()
 	srv, err := server.New(server.Config{
 		Addr:           net.JoinHostPort(o.host, strconv.Itoa(o.port)),
 		ModelName:      o.modelName,
@@ -89,6 +95,7 @@ func runServe(ctx context.Context, o serveOptions, logOut io.Writer) error {
 		Tokenizer:      info.tok,
 		StreamInterval: o.streamInterval,
 		EnablePprof:    o.pprof,
+		ProfileHandler: prof.Handler(),
 		Logger:         log,
 		BaseSeed:       uint64(o.seed),
 		HasBaseSeed:    o.hasSeed,

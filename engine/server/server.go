@@ -37,7 +37,10 @@ type Config struct {
 	MaxBodyBytes    int64                // default 8 MiB
 	ShutdownTimeout time.Duration
 	EnablePprof     bool
-	Logger          *slog.Logger // default slog.Default()
+	// ProfileHandler, when set, serves POST /start_profile and POST
+	// /stop_profile (engine/profile's Profiler.Handler).
+	ProfileHandler http.Handler
+	Logger         *slog.Logger // default slog.Default()
 	// BaseSeed, when HasBaseSeed, makes requests without a "seed" draw
 	// reproducibly: the n-th such request gets a seed derived from (BaseSeed,
 	// n). Otherwise the engine picks a random seed for them.
@@ -179,6 +182,10 @@ func (s *Server) mux() *http.ServeMux {
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	if s.cfg.ProfileHandler != nil {
+		mux.Handle("POST /start_profile", s.cfg.ProfileHandler)
+		mux.Handle("POST /stop_profile", s.cfg.ProfileHandler)
 	}
 	mux.HandleFunc("/", s.handleNotFound)
 	return mux
