@@ -100,3 +100,10 @@ func (d *Device) timeMedian(reps int, fn func() error) (float64, error) {
 
 // SetNoCUDAGraph switches CUDA graphs off (true) or on for later steps.
 func (d *Device) SetNoCUDAGraph(v bool) { d.opts.NoCUDAGraph = v }
+
+// SetSimplePrefillAttention switches between the CUDA-core (true) and the
+// tensor-core prefill attention kernel for later steps (A/B measurements).
+func (d *Device) SetSimplePrefillAttention(v bool) error {
+	d.opts.SimplePrefillAttention = v
+	return d.resolveKernels()
+}

@@ -36,6 +36,10 @@ type Options struct {
 	// GraphBatchSizes are the decode batch sizes captured as CUDA graphs; a
 	// decode step is padded to the next one (larger steps run eagerly).
 	GraphBatchSizes []int
+	// SimplePrefillAttention uses the CUDA-core prefill attention kernel
+	// instead of the tensor-core one (which needs head size 64): an A/B switch
+	// and a fallback.
+	SimplePrefillAttention bool
 	// GPUMemoryUtilization is the fraction of the GPU's memory the process
 	// may use (weights + activations + KV cache) when New is given
 	// KVConfig.NumBlocks <= 0; KVConfig() then reports the blocks chosen.
@@ -67,9 +71,10 @@ type Device struct {
 	maxBlocks    int   // block table row length: ceil(maxT / B)
 	scratchBlock int32 // one extra KV block that padding rows write into
 	vocabPadded  int   // logits row stride (V rounded up to 128)
+	prefillTile  int   // query rows per prefill attention block (the kernel's BR)
 
-	kEncoder, kResolve, kLayerNorm, kResidualAdd, kKVWrite, kDecode, kPrefill, kSample kernel
-	noFusedResidual, residualTried                                                     bool
+	kEncoder, kResolve, kLayerNorm, kResidualAdd, kKVWrite, kDecode, kCombine, kPrefill, kSample kernel
+	noFusedResidual, residualTried                                                               bool
 
 	stage     [2]staging // pinned host buffers, alternating so one step can be queued while another runs
 	next      int        // stage the next Submit uses
@@ -153,7 +158,7 @@ func (d *Device) init(w *model.Weights) error {
 	N, M, C := d.opts.MaxStepTokens, d.opts.MaxSeqs, c.Channels
 	d.vocabPadded = (c.VocabSize + 127) &^ 127
 	d.maxBlocks = ceilDiv(c.MaxSeqLen, d.kv.BlockSizeTokens)
-	maxTiles := ceilDiv(N, prefillTileRows) + M
+	maxTiles := ceilDiv(N, min(prefillTileRows, prefillTileRowsMMA)) + M // either prefill kernel
 	inWords := newLayout(N, M, maxTiles, M, d.maxBlocks).total
 	for _, b := range []struct {
 		p     *devPtr
@@ -162,6 +167,7 @@ func (d *Device) init(w *model.Weights) error {
 		{&d.act.residual, 4 * N * C}, {&d.act.ln, 2 * N * C}, {&d.act.qkv, 2 * N * 3 * C}, {&d.act.attn, 2 * N * C},
 		{&d.act.fc, 2 * N * 4 * C}, {&d.act.delta, 2 * N * C}, {&d.act.lnf, 2 * M * C}, {&d.act.logits, 4 * M * d.vocabPadded},
 		{&d.act.outTok, 4 * M}, {&d.act.outLP, 4 * M}, {&d.act.inputs, 4 * inWords},
+		{&d.act.attnPart, 4 * M * c.NumHeads * maxDecodeSplits * (C/c.NumHeads + 2)},
 	} {
 		if *b.p, err = g.drv.memAlloc(b.bytes); err != nil {
 			return fmt.Errorf("cuda: activations: %w", err)
@@ -355,7 +361,7 @@ func (d *Device) closeLocked() {
 	_ = g.bind()
 	_ = g.sync()
 	d.dropGraphs()
-	for _, p := range []devPtr{d.act.residual, d.act.ln, d.act.qkv, d.act.attn, d.act.fc, d.act.delta, d.act.lnf,
+	for _, p := range []devPtr{d.act.residual, d.act.ln, d.act.qkv, d.act.attn, d.act.fc, d.act.delta, d.act.lnf, d.act.attnPart,
 		d.act.logits, d.act.outTok, d.act.outLP, d.act.inputs, d.kvBase, d.w.base} {
 		g.drv.memFree(p)
 	}

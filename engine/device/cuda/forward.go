@@ -14,6 +14,7 @@ type activations struct {
 	attn     devPtr // (N, C) fp16: attention output
 	fc       devPtr // (N, 4C) fp16: GELU(fc) output
 	delta    devPtr // (N, C) fp16: projection output when the GEMM cannot accumulate in fp32
+	attnPart devPtr // (M, NH, maxDecodeSplits, HD+2) fp32: split decode partials
 	lnf      devPtr // (M, C) fp16: final LayerNorm at sampled rows
 	logits   devPtr // (M, Vp) fp32
 	outTok   devPtr // (M) int32: sampled ids (also the previous step's samples for overlap)
@@ -76,17 +77,25 @@ func (d *Device) forward(p *stepPlan) error {
 			}
 		}
 		if p.nDecode > 0 {
-			if err := g.launch(d.kDecode, p.nDecode, NH, 1, 256, 0,
+			nsplit := d.decodeSplits(p.nDecode)
+			if err := g.launch(d.kDecode, p.nDecode, NH, nsplit, 256, 0,
 				argPtr(a.attn), argPtr(a.qkv), argPtr(kc), argPtr(vc), argPtr(d.in(lay.blockTables)), argInt(d.maxBlocks),
-				argPtr(d.in(lay.qStart)), argPtr(d.in(lay.ctx)), argPtr(d.in(lay.decSeqs)), argInt(NH), argInt(d.kv.BlockSizeTokens), argF32(scale)); err != nil {
+				argPtr(d.in(lay.qStart)), argPtr(d.in(lay.ctx)), argPtr(d.in(lay.decSeqs)), argInt(NH), argInt(d.kv.BlockSizeTokens), argF32(scale),
+				argInt(nsplit), argPtr(a.attnPart)); err != nil {
 				return err
+			}
+			if nsplit > 1 {
+				if err := g.launch(d.kCombine, p.nDecode, NH, 1, ceilDiv(HD, 32)*32, 0,
+					argPtr(a.attn), argPtr(a.attnPart), argPtr(d.in(lay.qStart)), argPtr(d.in(lay.decSeqs)), argInt(NH), argInt(HD), argInt(nsplit)); err != nil {
+					return err
+				}
 			}
 			if err := d.mark("attn_decode"); err != nil {
 				return err
 			}
 		}
 		if lay.nTiles > 0 {
-			if err := g.launch(d.kPrefill, lay.nTiles, NH, 1, prefillTileRows, 0,
+			if err := g.launch(d.kPrefill, lay.nTiles, NH, 1, 128, 0, // both prefill kernels use 128 threads
 				argPtr(a.attn), argPtr(a.qkv), argPtr(kc), argPtr(vc), argPtr(d.in(lay.blockTables)), argInt(d.maxBlocks),
 				argPtr(d.in(lay.qStart)), argPtr(d.in(lay.qLen)), argPtr(d.in(lay.ctx)), argPtr(d.in(lay.tileSeq)), argPtr(d.in(lay.tileQ0)),
 				argInt(NH), argInt(d.kv.BlockSizeTokens), argF32(scale)); err != nil {
@@ -177,6 +186,20 @@ func (d *Device) residualGemm(inp, w, bias32, bias16 devPtr, N, K int) error {
 	return g.launch(d.kResidualAdd, ceilDiv(N*C, 256), 1, 1, 256, 0, argPtr(d.act.residual), argPtr(d.act.delta), argInt(N*C))
 }
 
+// decodeSplits is how many key slices each (sequence, head) of a decode step
+// is split into: enough blocks to give every SM four, at most maxDecodeSplits.
+// It depends on the batch size only, so a captured graph stays valid.
+func (d *Device) decodeSplits(nDecode int) int {
+	blocks := nDecode * d.cfg.NumHeads
+	target := 4 * d.g.smCount
+	if blocks >= target {
+		return 1
+	}
+	return min(maxDecodeSplits, ceilDiv(target, blocks))
+}
+
+const maxDecodeSplits = 16
+
 // kvLayer returns layer l's K and V cache bases within the one KV allocation.
 func (d *Device) kvLayer(l int) (k, v devPtr) {
 	k = d.kvBase + devPtr(2*l)*devPtr(d.kvLayerBytes)
@@ -203,10 +226,15 @@ func (d *Device) resolveKernels() error {
 		*dst = k
 		return nil
 	}
+	d.prefillTile = prefillTileRows
+	prefillName := fmt.Sprintf("attention_prefill_%d", HD)
+	if HD == 64 && !d.opts.SimplePrefillAttention {
+		d.prefillTile, prefillName = prefillTileRowsMMA, "attention_prefill_mma_64"
+	}
 	for dst, name := range map[*kernel]string{
-		&d.kEncoder: "encoder_forward", &d.kResolve: "resolve_tokens", &d.kLayerNorm: "layernorm_forward",
+		&d.kEncoder: "encoder_forward", &d.kCombine: "attention_decode_combine", &d.kResolve: "resolve_tokens", &d.kLayerNorm: "layernorm_forward",
 		&d.kResidualAdd: "residual_add", &d.kKVWrite: "kv_write", &d.kSample: "sample_rows",
-		&d.kDecode: fmt.Sprintf("attention_decode_%d", HD), &d.kPrefill: fmt.Sprintf("attention_prefill_%d", HD),
+		&d.kDecode: fmt.Sprintf("attention_decode_%d", HD), &d.kPrefill: prefillName,
 	} {
 		if err := get(dst, name); err != nil {
 			return err

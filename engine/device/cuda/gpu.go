@@ -88,8 +88,8 @@ func deviceOrdinal() int {
 // fails early and by name if one is missing.
 var kernelNames = []string{
 	"encoder_forward", "resolve_tokens", "layernorm_forward", "residual_add", "gather_rows_f16", "kv_write",
-	"attention_decode_32", "attention_decode_64", "attention_decode_128",
-	"attention_prefill_32", "attention_prefill_64", "attention_prefill_128",
+	"attention_decode_32", "attention_decode_64", "attention_decode_128", "attention_decode_combine",
+	"attention_prefill_32", "attention_prefill_64", "attention_prefill_128", "attention_prefill_mma_64",
 	"sample_rows",
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -95,14 +96,25 @@ func TestAttentionKernels(t *testing.T) {
 		{3, 32, 5, []int{9, 0, 13}, []int{1, 23, 1}},
 		{2, 128, 7, []int{20, 3}, []int{1, 9}},
 	} {
-		t.Run(fmt.Sprintf("NH%d_HD%d_B%d", tc.NH, tc.HD, tc.B), func(t *testing.T) {
-			g := testGPU(t) // a subtest runs on its own goroutine: lock and bind again
-			runAttentionCase(t, g, r, tc.NH, tc.HD, tc.B, tc.ctx, tc.qlen)
-		})
+		variants := []string{fmt.Sprintf("attention_prefill_%d", tc.HD)}
+		if tc.HD == 64 {
+			variants = append(variants, "attention_prefill_mma_64")
+		}
+		for i, prefill := range variants {
+			nsplit := []int{1, 5}[i%2] // also cover split decode (flash-decoding) with its combine
+			t.Run(fmt.Sprintf("NH%d_HD%d_B%d_%s_split%d", tc.NH, tc.HD, tc.B, prefill, nsplit), func(t *testing.T) {
+				g := testGPU(t) // a subtest runs on its own goroutine: lock and bind again
+				runAttentionCase(t, g, r, tc.NH, tc.HD, tc.B, tc.ctx, tc.qlen, prefill, nsplit)
+			})
+		}
 	}
 }
 
-func runAttentionCase(t *testing.T, g *gpu, r *rand.Rand, NH, HD, B int, ctx, qlen []int) {
+func runAttentionCase(t *testing.T, g *gpu, r *rand.Rand, NH, HD, B int, ctx, qlen []int, prefill string, nsplit int) {
+	tileRows := prefillTileRows
+	if strings.Contains(prefill, "mma") {
+		tileRows = prefillTileRowsMMA
+	}
 	C, S := NH*HD, len(ctx)
 	maxBlocks := 0
 	for i := range ctx {
@@ -136,7 +148,7 @@ func runAttentionCase(t *testing.T, g *gpu, r *rand.Rand, NH, HD, B int, ctx, ql
 		if qlen[s] == 1 {
 			dec = append(dec, int32(s))
 		} else {
-			for q0 := 0; q0 < qlen[s]; q0 += prefillTileRows {
+			for q0 := 0; q0 < qlen[s]; q0 += tileRows {
 				tileSeq, tileQ0 = append(tileSeq, int32(s)), append(tileQ0, int32(q0))
 			}
 		}
@@ -155,14 +167,22 @@ func runAttentionCase(t *testing.T, g *gpu, r *rand.Rand, NH, HD, B int, ctx, ql
 		t.Fatal(err)
 	}
 	if len(dec) > 0 {
-		if err := g.launch(g.kernel(fmt.Sprintf("attention_decode_%d", HD)), len(dec), NH, 1, 256, 0, argPtr(out), argPtr(dQKV),
-			argPtr(dK), argPtr(dV), argPtr(dBT), argInt(maxBlocks), argPtr(dQS), argPtr(dCtx), argPtr(upload(t, g, dec)),
-			argInt(NH), argInt(B), argF32(scale)); err != nil {
+		dDec := upload(t, g, dec)
+		part := devBuf(t, g, 4*len(dec)*NH*nsplit*(HD+2))
+		if err := g.launch(g.kernel(fmt.Sprintf("attention_decode_%d", HD)), len(dec), NH, nsplit, 256, 0, argPtr(out), argPtr(dQKV),
+			argPtr(dK), argPtr(dV), argPtr(dBT), argInt(maxBlocks), argPtr(dQS), argPtr(dCtx), argPtr(dDec),
+			argInt(NH), argInt(B), argF32(scale), argInt(nsplit), argPtr(part)); err != nil {
 			t.Fatal(err)
+		}
+		if nsplit > 1 {
+			if err := g.launch(g.kernel("attention_decode_combine"), len(dec), NH, 1, ceilDiv(HD, 32)*32, 0, argPtr(out), argPtr(part),
+				argPtr(dQS), argPtr(dDec), argInt(NH), argInt(HD), argInt(nsplit)); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	if len(tileSeq) > 0 {
-		if err := g.launch(g.kernel(fmt.Sprintf("attention_prefill_%d", HD)), len(tileSeq), NH, 1, prefillTileRows, 0, argPtr(out),
+		if err := g.launch(g.kernel(prefill), len(tileSeq), NH, 1, 128, 0, argPtr(out),
 			argPtr(dQKV), argPtr(dK), argPtr(dV), argPtr(dBT), argInt(maxBlocks), argPtr(dQS), argPtr(dQL), argPtr(dCtx),
 			argPtr(upload(t, g, tileSeq)), argPtr(upload(t, g, tileQ0)), argInt(NH), argInt(B), argF32(scale)); err != nil {
 			t.Fatal(err)

@@ -75,9 +75,10 @@ func TestModelLogitsMixedBatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, noGraph := range []bool{true, false} {
-		t.Run(fmt.Sprintf("noCUDAGraph=%v", noGraph), func(t *testing.T) {
-			d := newTestDevice(t, w, Options{NoCUDAGraph: noGraph, MaxStepTokens: 1024, MaxSeqs: 64})
+	for _, o := range []Options{{NoCUDAGraph: true}, {}, {SimplePrefillAttention: true}} {
+		o.MaxStepTokens, o.MaxSeqs = 1024, 64
+		t.Run(fmt.Sprintf("noCUDAGraph=%v_simplePrefill=%v", o.NoCUDAGraph, o.SimplePrefillAttention), func(t *testing.T) {
+			d := newTestDevice(t, w, o)
 			checkMixedBatches(t, d, w)
 		})
 	}

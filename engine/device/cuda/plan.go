@@ -52,8 +52,12 @@ type stepPlan struct {
 	graphBatch int   // > 0: a padded decode step replayed from the graph of this size
 }
 
-// prefillTileRows is PREFILL_BR in attention.cu: query rows per prefill block.
-const prefillTileRows = 128
+// Query rows per prefill attention block: PREFILL_BR in attention.cu, FA_BR
+// in attention_mma.cu.
+const (
+	prefillTileRows    = 128
+	prefillTileRowsMMA = 64
+)
 
 // buildPlan validates b and writes its inputs into host (int32 words).
 // graphSize > 0 pads a pure decode batch to that many sequences; the padding
@@ -75,7 +79,7 @@ func (d *Device) buildPlan(b *device.Batch, host []int32, graphSize int, p *step
 		}
 		nTok += n
 		if n > 1 {
-			nTiles += (n + prefillTileRows - 1) / prefillTileRows
+			nTiles += (n + d.prefillTile - 1) / d.prefillTile
 		}
 		if s.Sample {
 			nSample++
@@ -143,7 +147,7 @@ func (d *Device) buildPlan(b *device.Batch, host []int32, graphSize int, p *step
 			host[lay.decSeqs+p.nDecode] = int32(i)
 			p.nDecode++
 		} else {
-			for q0 := 0; q0 < n; q0 += prefillTileRows {
+			for q0 := 0; q0 < n; q0 += d.prefillTile {
 				host[lay.tileSeq+tile], host[lay.tileQ0+tile] = int32(i), int32(q0)
 				tile++
 			}

@@ -28,30 +28,38 @@ extern "C" __global__ void kv_write(half_t* kc, half_t* vc, const half_t* qkv, c
     *(uint4*)(vc + o) = *(const uint4*)(row + 2 * C + c);
 }
 
-// Decode: one block (8 warps) per (sequence, head). Lanes form groups of
-// HD/8; a group reads one key as 16-byte vectors, so a warp covers 32/(HD/8)
-// keys per step and each lane keeps an online softmax over its keys for 8 of
-// the HD output dims. Groups are merged through shared memory at the end.
+// Decode: one block (8 warps) per (sequence, head, key split). Lanes form
+// groups of HD/8; a group reads one key as 16-byte vectors, so a warp covers
+// 32/(HD/8) keys per step and each lane keeps an online softmax over its keys
+// for 8 of the HD output dims. Groups are merged through shared memory.
+// With nsplit > 1 (small batches, too few blocks to fill the GPU) each block
+// covers one slice of the keys and writes a partial (max, sum, acc) that
+// attention_decode_combine merges (flash-decoding). The new token's own K/V
+// are read from qkv, not the cache, so no split waits for the append.
 #define DECODE_THREADS 256
 template <int HD>
 __device__ __forceinline__ void attention_decode_impl(
     half_t* out, const half_t* qkv, half_t* kc, half_t* vc, const int* block_tables, int max_blocks,
-    const int* q_start, const int* ctx_len, const int* dec_seqs, int NH, int B, float scale) {
+    const int* q_start, const int* ctx_len, const int* dec_seqs, int NH, int B, float scale, int nsplit,
+    float* part) {
     constexpr int G = HD / 8;
     constexpr int KPW = 32 / G;
     constexpr int NG = (DECODE_THREADS / 32) * KPW;
     __shared__ float sm_acc[NG][HD];
     __shared__ float sm_m[NG], sm_l[NG];
 
-    const int s = dec_seqs[blockIdx.x], h = blockIdx.y;
+    const int s = dec_seqs[blockIdx.x], h = blockIdx.y, split = blockIdx.z;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int grp = lane / G, sub = lane % G;
     const int C = NH * HD;
     const int t = q_start[s], p = ctx_len[s];
     const int* bt = block_tables + (size_t)s * max_blocks;
     const half_t* qrow = qkv + (size_t)t * 3 * C + h * HD;
+    const int nkeys = p + 1;
+    const int chunk = (nkeys + nsplit - 1) / nsplit;
+    const int kbeg = split * chunk, kend = min(nkeys, kbeg + chunk);
 
-    if (threadIdx.x < G) {  // fused KV append of the new token
+    if (kbeg <= p && p < kend && threadIdx.x < G) {  // fused KV append of the new token
         size_t o = kv_offset(bt[p / B], h, p % B, NH, B, HD) + threadIdx.x * 8;
         *(uint4*)(kc + o) = *(const uint4*)(qrow + C + threadIdx.x * 8);
         *(uint4*)(vc + o) = *(const uint4*)(qrow + 2 * C + threadIdx.x * 8);
@@ -60,28 +68,38 @@ __device__ __forceinline__ void attention_decode_impl(
     unpack8(*(const uint4*)(qrow + sub * 8), q);
 #pragma unroll
     for (int i = 0; i < 8; i++) q[i] *= scale;
-    __syncthreads();  // the appended K/V is visible to the whole block
 
     float m = NEG_INF, l = 0.f, acc[8];
 #pragma unroll
     for (int i = 0; i < 8; i++) acc[i] = 0.f;
-    const int nkeys = p + 1;
     const int stride = (DECODE_THREADS / 32) * KPW;
     // Two keys per group per iteration, both loads issued before either is
     // used, to keep memory requests in flight.
-    for (int j0 = warp * KPW; j0 < nkeys; j0 += 2 * stride) {
+    for (int j0 = kbeg + warp * KPW; j0 < kend; j0 += 2 * stride) {
         int ja = j0 + grp, jb = j0 + stride + grp;
-        bool va = ja < nkeys, vb = jb < nkeys;
+        bool va = ja < kend, vb = jb < kend;
         uint4 ka = make_uint4(0, 0, 0, 0), kb = ka, xa = ka, xb = ka;
         if (va) {
-            size_t o = kv_offset(bt[ja / B], h, ja % B, NH, B, HD) + sub * 8;
-            ka = *(const uint4*)(kc + o);
-            xa = *(const uint4*)(vc + o);
+            const half_t *kp, *vp;
+            if (ja == p) {
+                kp = qrow + C + sub * 8, vp = qrow + 2 * C + sub * 8;
+            } else {
+                size_t o = kv_offset(bt[ja / B], h, ja % B, NH, B, HD) + sub * 8;
+                kp = kc + o, vp = vc + o;
+            }
+            ka = *(const uint4*)kp;
+            xa = *(const uint4*)vp;
         }
         if (vb) {
-            size_t o = kv_offset(bt[jb / B], h, jb % B, NH, B, HD) + sub * 8;
-            kb = *(const uint4*)(kc + o);
-            xb = *(const uint4*)(vc + o);
+            const half_t *kp, *vp;
+            if (jb == p) {
+                kp = qrow + C + sub * 8, vp = qrow + 2 * C + sub * 8;
+            } else {
+                size_t o = kv_offset(bt[jb / B], h, jb % B, NH, B, HD) + sub * 8;
+                kp = kc + o, vp = vc + o;
+            }
+            kb = *(const uint4*)kp;
+            xb = *(const uint4*)vp;
         }
         float fa[8], fb[8];
         unpack8(ka, fa);
@@ -118,9 +136,9 @@ __device__ __forceinline__ void attention_decode_impl(
         sm_l[gi] = l;
     }
     __syncthreads();
+    float M = NEG_INF;
+    for (int g = 0; g < NG; g++) M = fmaxf(M, sm_m[g]);
     for (int d = threadIdx.x; d < HD; d += blockDim.x) {
-        float M = NEG_INF;
-        for (int g = 0; g < NG; g++) M = fmaxf(M, sm_m[g]);
         float L = 0.f, o = 0.f;
         for (int g = 0; g < NG; g++) {
             if (sm_m[g] == NEG_INF) continue;
@@ -128,8 +146,34 @@ __device__ __forceinline__ void attention_decode_impl(
             L += sm_l[g] * w;
             o += sm_acc[g][d] * w;
         }
-        out[(size_t)t * C + h * HD + d] = f2h(o / L);
+        if (nsplit == 1) {
+            out[(size_t)t * C + h * HD + d] = f2h(o / L);
+        } else {  // partial: [m, l, acc[HD]] per (decode seq, head, split)
+            float* pp = part + (((size_t)blockIdx.x * NH + h) * nsplit + split) * (HD + 2);
+            if (d == 0) pp[0] = M, pp[1] = L;
+            pp[2 + d] = o;
+        }
     }
+}
+
+// attention_decode_combine merges the nsplit partials of each (sequence,
+// head) into the output row. One thread per output dim.
+extern "C" __global__ void attention_decode_combine(half_t* out, const float* part, const int* q_start,
+                                                    const int* dec_seqs, int NH, int HD, int nsplit) {
+    const int s = dec_seqs[blockIdx.x], h = blockIdx.y, d = threadIdx.x;
+    if (d >= HD) return;
+    const float* pp = part + ((size_t)blockIdx.x * NH + h) * nsplit * (HD + 2);
+    float M = NEG_INF;
+    for (int i = 0; i < nsplit; i++) M = fmaxf(M, pp[i * (HD + 2)]);
+    float L = 0.f, o = 0.f;
+    for (int i = 0; i < nsplit; i++) {
+        float m = pp[i * (HD + 2)];
+        if (m == NEG_INF) continue;
+        float w = __expf(m - M);
+        L += pp[i * (HD + 2) + 1] * w;
+        o += pp[i * (HD + 2) + 2 + d] * w;
+    }
+    out[(size_t)q_start[s] * NH * HD + h * HD + d] = f2h(o / L);
 }
 
 // Prefill: one block per (query tile of PREFILL_BR rows of one chunk, head);
@@ -240,9 +284,10 @@ __device__ __forceinline__ void attention_prefill_impl(
 #define ATTENTION_KERNELS(HD)                                                                                   \
     extern "C" __global__ void __launch_bounds__(DECODE_THREADS) attention_decode_##HD(                       \
         half_t* out, const half_t* qkv, half_t* kc, half_t* vc, const int* block_tables, int max_blocks,       \
-        const int* q_start, const int* ctx_len, const int* dec_seqs, int NH, int B, float scale) {             \
+        const int* q_start, const int* ctx_len, const int* dec_seqs, int NH, int B, float scale, int nsplit,   \
+        float* part) {                                                                                         \
         attention_decode_impl<HD>(out, qkv, kc, vc, block_tables, max_blocks, q_start, ctx_len, dec_seqs, NH, \
-                                  B, scale);                                                                   \
+                                  B, scale, nsplit, part);                                                     \
     }                                                                                                          \
     extern "C" __global__ void __launch_bounds__(PREFILL_BR) attention_prefill_##HD(                          \
         half_t* out, const half_t* qkv, const half_t* kc, const half_t* vc, const int* block_tables,           \

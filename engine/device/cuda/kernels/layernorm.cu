@@ -18,6 +18,41 @@ extern "C" __global__ void layernorm_forward(half_t* out, const float* inp, cons
     if (r >= R) return;
     int row = rows ? rows[r] : r;
     const float* x = inp + (size_t)row * C;
+    half_t* o = out + (size_t)r * C;
+    if (C % 128 == 0) {
+        // 16-byte loads, 8-byte stores: lane owns 4 consecutive channels per 128.
+        float4 v[LN_MAX_PER_LANE / 4];
+        float sum = 0.f;
+#pragma unroll
+        for (int k = 0; k < LN_MAX_PER_LANE / 4; k++) {
+            int i = (k * 32 + lane) * 4;
+            v[k] = i < C ? *(const float4*)(x + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+            sum += v[k].x + v[k].y + v[k].z + v[k].w;
+        }
+        float mean = warp_sum(sum) / C;
+        float var = 0.f;
+#pragma unroll
+        for (int k = 0; k < LN_MAX_PER_LANE / 4; k++) {
+            int i = (k * 32 + lane) * 4;
+            if (i < C) {
+                float a = v[k].x - mean, bb = v[k].y - mean, c = v[k].z - mean, d = v[k].w - mean;
+                var += a * a + bb * bb + c * c + d * d;
+            }
+        }
+        float rstd = rsqrtf(warp_sum(var) / C + eps);
+#pragma unroll
+        for (int k = 0; k < LN_MAX_PER_LANE / 4; k++) {
+            int i = (k * 32 + lane) * 4;
+            if (i < C) {
+                float4 ww = *(const float4*)(w + i), bv = *(const float4*)(b + i);
+                uint2 pk;
+                pk.x = (uint32_t)f2h((v[k].x - mean) * rstd * ww.x + bv.x) | ((uint32_t)f2h((v[k].y - mean) * rstd * ww.y + bv.y) << 16);
+                pk.y = (uint32_t)f2h((v[k].z - mean) * rstd * ww.z + bv.z) | ((uint32_t)f2h((v[k].w - mean) * rstd * ww.w + bv.w) << 16);
+                *(uint2*)(o + i) = pk;
+            }
+        }
+        return;
+    }
     float v[LN_MAX_PER_LANE];
     float sum = 0.f;
 #pragma unroll
@@ -35,7 +70,6 @@ extern "C" __global__ void layernorm_forward(half_t* out, const float* inp, cons
         if (i < C) var += d * d;
     }
     float rstd = rsqrtf(warp_sum(var) / C + eps);
-    half_t* o = out + (size_t)r * C;
 #pragma unroll
     for (int k = 0; k < LN_MAX_PER_LANE; k++) {
         int i = k * 32 + lane;

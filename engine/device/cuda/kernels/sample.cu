@@ -142,11 +142,17 @@ __device__ uint32_t radix_kth(Scratch& sm, const float* x, int V, int k, In in, 
     for (int shift = 24; shift >= 0; shift -= 8) {
         for (int i = threadIdx.x; i < 256; i += blockDim.x) sm.hist[i] = 0;
         __syncthreads();
-        for (int i = threadIdx.x; i < V; i += blockDim.x) {
-            if (!in(i)) continue;
-            uint32_t key = float_key(finite_or_neginf(x[i]));
-            if (shift < 24 && (key >> (shift + 8)) != prefix) continue;
-            atomicAdd(&sm.hist[(key >> shift) & 0xff], 1u);
+        // Logits share their top bits, so most ids land in a few bins: lanes
+        // with the same bin add once per warp (match_any) instead of contending.
+        for (int base = 0; base < V; base += blockDim.x) {
+            int i = base + threadIdx.x;
+            int bin = -1;
+            if (i < V && in(i)) {
+                uint32_t key = float_key(finite_or_neginf(x[i]));
+                if (shift == 24 || (key >> (shift + 8)) == prefix) bin = (key >> shift) & 0xff;
+            }
+            unsigned peers = __match_any_sync(0xffffffffu, bin);
+            if (bin >= 0 && (int)(threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&sm.hist[bin], (unsigned)__popc(peers));
         }
         __syncthreads();
         if (threadIdx.x == 0) {

@@ -135,8 +135,11 @@ func run(o options) error {
 	}
 	d.SetNoCUDAGraph(false)
 	if !o.skipOffline {
-		for _, mode := range []string{"sync", "overlap", "no graph"} {
+		for _, mode := range []string{"sync", "overlap", "no graph", "simple prefill attention"} {
 			d.SetNoCUDAGraph(mode == "no graph")
+			if err := d.SetSimplePrefillAttention(mode == "simple prefill attention"); err != nil {
+				return err
+			}
 			var best float64
 			for rep := 0; rep < 2; rep++ { // the first run captures graphs
 				tps, err := offline(d, r, o, params, alloc, mode == "overlap")
@@ -148,6 +151,9 @@ func run(o options) error {
 			record(fmt.Sprintf("offline %dx%d->%d, T0.7/p0.9/k50 (%s)", o.prompts, o.promptLen, o.gen, mode), fmt.Sprintf("%.0f output tok/s", best))
 		}
 		d.SetNoCUDAGraph(false)
+		if err := d.SetSimplePrefillAttention(false); err != nil {
+			return err
+		}
 	}
 	if !o.skipProf {
 		// One prefill step of the offline run: 32 prompts x 256 tokens.
