@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // Tools are the programs setup can use, found on PATH.
@@ -25,9 +26,15 @@ func FindTools(b Backend) Tools {
 	if _, err := exec.LookPath("uv"); err == nil {
 		t.UV = "uv"
 	}
+	// A name on PATH is not enough: pyenv puts a shim for every version on
+	// PATH that fails when that version is not installed.
 	py := "python" + b.Python
 	if _, err := exec.LookPath(py); err == nil {
-		t.Python = py
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if exec.CommandContext(ctx, py, "--version").Run() == nil {
+			t.Python = py
+		}
 	}
 	return t
 }
@@ -87,7 +94,7 @@ func PlanSetup(b Backend, l Layout, t Tools) Plan {
 		if py == "" {
 			py = "python" + b.Python
 			if !exists {
-				p.Missing = fmt.Sprintf("neither uv nor %s is on PATH: install uv (it fetches Python %s itself) or Python %s",
+				p.Missing = fmt.Sprintf("neither uv nor a working %s is on PATH: install uv (it fetches Python %s itself) or Python %s",
 					py, b.Python, b.Python)
 			}
 		}
