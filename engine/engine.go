@@ -252,6 +252,10 @@ func (e *Engine) loop() {
 			return
 		}
 		if !e.sched.HasWork() {
+			// Aborts applied by intake may have emptied the engine: publish
+			// before sleeping so Stats (and Submit's --max-pending check) never
+			// see a stale waiting count while idle.
+			e.publishStats()
 			<-e.wake
 			continue
 		}
