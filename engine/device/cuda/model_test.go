@@ -3,6 +3,7 @@ package cuda
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"testing"
 	"unsafe"
@@ -35,6 +36,8 @@ func (d *Device) lastLogits(t *testing.T, M int) [][]float32 {
 	t.Helper()
 	out := make([][]float32, M)
 	buf := make([]float32, M*d.vocabPadded)
+	runtime.LockOSThread() // bind and copy on one OS thread (the context is per thread)
+	defer runtime.UnlockOSThread()
 	if err := d.g.bind(); err != nil {
 		t.Fatal(err)
 	}
