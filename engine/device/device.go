@@ -76,3 +76,21 @@ type Device interface {
 	// Close frees device memory. It is safe to call twice.
 	Close() error
 }
+
+// AsyncDevice is a device that can run step N while the engine prepares step
+// N+1 (overlap scheduling). Submit enqueues a batch and returns at once;
+// Collect returns the oldest submitted batch's samples, in submission order.
+//
+// In a submitted batch, a decode Seq whose Tokens[0] is FromPrevious takes, on
+// the device, the token that the same SeqID sampled in the previous submitted
+// batch: the engine need not wait for it to come back before planning.
+type AsyncDevice interface {
+	Device
+	Submit(b *Batch) error
+	Collect(out []Sampled) ([]Sampled, error)
+}
+
+// FromPrevious marks a decode token that the device fills in from the
+// previous submitted step's sample for the same sequence (any negative value
+// is read the same way).
+const FromPrevious int32 = -1
