@@ -106,5 +106,6 @@ offline_summary.md. Exit status: 0 ok, 1 a backend failed, 130 interrupted.`,
 	f.IntVar(&o.PortBase, "port-base", o.PortBase, "first port tried for the server")
 	f.Float64Var(&timeoutReadyS, "timeout-ready-s", o.TimeoutReady.Seconds(), "max seconds to wait for the server")
 	f.StringVar(&o.OutputDir, "output-dir", o.OutputDir, "parent of the run directory offline_<YYYYmmdd_HHMMSS>")
+	backend.RegisterThirdPartyFlags(f, &o.ThirdParty)
 	return cmd
 }

@@ -83,7 +83,7 @@ partial results. Exit status: 0 ok, 1 a backend or scale failed, 130 interrupted
 			}
 			o.TimeoutReady = seconds(timeoutReadyS)
 			o.RequestTimeout = seconds(requestTimeoutS)
-			onCPU := o.BaseURL == "" && o.Device == "cpu"
+			onCPU := o.BaseURL == "" && o.Device == "cpu" && onlyRoseinfer(o.Backends)
 			if onCPU && !cmd.Flags().Changed("n") {
 				o.N = cpuDefaultN
 			}
@@ -138,6 +138,7 @@ partial results. Exit status: 0 ok, 1 a backend or scale failed, 130 interrupted
 	f.StringVar(&o.ClientCPUs, "client-cpus", "", `pin the harness to these CPUs ("none": no pinning); default: the other half`)
 	f.StringVar(&o.GPU, "gpu", "", "CUDA_VISIBLE_DEVICES for launched servers (default: inherited)")
 	f.StringVar(&o.OutputDir, "output-dir", o.OutputDir, "parent of the run directory online_<YYYYmmdd_HHMMSS>")
+	backend.RegisterThirdPartyFlags(f, &o.ThirdParty)
 	return cmd
 }
 
@@ -175,3 +176,14 @@ func splitList(s string) []string {
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// onlyRoseinfer reports whether every backend is roseinfer: the CPU-sized
+// defaults are for roseinfer on the CPU, not for vLLM and the others.
+func onlyRoseinfer(backends []string) bool {
+	for _, b := range backends {
+		if b != "roseinfer" {
+			return false
+		}
+	}
+	return true
+}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/roseinfer/roseinfer/engine/sample"
+	"github.com/roseinfer/roseinfer/harness/backend"
 	"github.com/roseinfer/roseinfer/results"
 )
 
@@ -52,6 +53,12 @@ type Options struct {
 	PortBase     int
 	TimeoutReady time.Duration
 
+	// ThirdParty holds the vLLM, SGLang and TensorRT-LLM flags
+	// (backend.RegisterThirdPartyFlags); EnvsRoot is where .venvs/ is ("" =
+	// the module root).
+	ThirdParty backend.ThirdPartyOptions
+	EnvsRoot   string
+
 	OutputDir string
 	RunDir    string
 	Log       io.Writer
@@ -78,6 +85,7 @@ func Default() Options {
 		PortBase:      18000,
 		TimeoutReady:  120 * time.Second,
 		OutputDir:     "results/runs",
+		ThirdParty:    backend.DefaultThirdParty(),
 	}
 }
 
@@ -138,11 +146,18 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			res, err = o.runInProcess(ctx, prompts, warmup)
 		case LabelServer:
 			res, err = o.runServer(ctx, runDir, prompts, warmup)
+		case backend.NameVLLM, backend.NameSGLang, backend.NameTRTLLM:
+			res, err = o.runThirdParty(ctx, runDir, label, prompts)
 		default:
-			err = fmt.Errorf("offline backend %q is not supported by this build (roseinfer, roseinfer+server)", label)
+			err = fmt.Errorf("offline backend %q is not supported by this build (roseinfer, roseinfer+server, vllm, sglang, trtllm)", label)
 		}
-		res.Backend, res.Device = label, o.Device
-		res.Model = o.modelName()
+		res.Backend = label
+		if res.Device == "" {
+			res.Device = o.Device
+		}
+		if res.Model == "" {
+			res.Model = o.modelName()
+		}
 		res.NumPrompts, res.InputLen, res.OutputLen = o.NumPrompts, o.InputLen, o.OutputLen
 		if res.Extra == nil {
 			res.Extra = map[string]any{}

@@ -93,6 +93,9 @@ func Online(ctx, abort context.Context, o OnlineOptions) (*Report, error) {
 		out.ByBackend[b.Backend] = b
 		rep.Failures = append(rep.Failures, b.Backend+": "+b.Error)
 		fmt.Fprintf(o.Log, "[%s] skipped: %s\n", b.Backend, b.Error)
+		if b.FixHint != "" {
+			fmt.Fprintf(o.Log, "[%s] fix: %s\n", b.Backend, b.FixHint)
+		}
 	}
 	write := func() error {
 		out.Meta["run_end_time"] = time.Now().Format(timeFormat)
@@ -148,8 +151,15 @@ func buildSpecs(ctx context.Context, o *OnlineOptions) ([]backend.Spec, []*resul
 		}
 		seen[name] = true
 		if name != "roseinfer" {
-			skipped = append(skipped, &results.Backend{Backend: name, Skipped: true,
-				Error: fmt.Sprintf("backend %q is not supported by this build (roseinfer, or --base-url for a running server)", name)})
+			spec, skip, err := thirdPartySpec(ctx, name, o)
+			if err != nil {
+				return nil, nil, err
+			}
+			if skip != nil {
+				skipped = append(skipped, skip)
+			} else {
+				specs = append(specs, spec)
+			}
 			continue
 		}
 		bin := o.RoseinferBin
@@ -247,6 +257,10 @@ func (br *backendRun) run(ctx, abort context.Context, versions map[string]any) {
 	}
 	defer srv.Stop()
 	rec.BaseURL, rec.Cmd, rec.LogPath = srv.BaseURL, srv.Argv, srv.LogPath
+	rec.Python = br.spec.Python
+	for k, v := range br.spec.Versions {
+		versions[k] = v
+	}
 	rec.Timing.ServerReadyS = srv.ReadyAt.Seconds()
 	if br.spec.Version != nil {
 		if v := br.spec.Version(ctx); v != "" {

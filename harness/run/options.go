@@ -12,6 +12,8 @@ import (
 	"io"
 	"math"
 	"time"
+
+	"github.com/roseinfer/roseinfer/harness/backend"
 )
 
 // OnlineOptions are `bench online`'s settings. Field comments give the
@@ -31,6 +33,10 @@ type OnlineOptions struct {
 	ClientCPUs   string   // --client-cpus; "" = the original's split, "none" = no pinning
 	GPU          string   // --gpu: CUDA_VISIBLE_DEVICES for launched servers ("" = inherit)
 	TimeoutReady time.Duration
+	// ThirdParty holds the vLLM, SGLang, TensorRT-LLM, llama-server and
+	// --backend-cmd flags (backend.RegisterThirdPartyFlags).
+	ThirdParty backend.ThirdPartyOptions
+	EnvsRoot   string // where .venvs/ is; "" = the module root (tests set it)
 
 	// Workload.
 	TracePath            string // --trace; "" = the embedded Azure 2023 conversation trace
@@ -95,6 +101,7 @@ func DefaultOnline() OnlineOptions {
 		RequestTimeout:       600 * time.Second, // the OpenAI SDK's default, which the original used
 		SendLagThresholdMs:   5,
 		OutputDir:            "results/runs",
+		ThirdParty:           backend.DefaultThirdParty(),
 	}
 }
 
