@@ -78,10 +78,47 @@ func WriteOnlineSummary(w io.Writer, on *Online) error {
 		cells = append(cells, row)
 	}
 	if len(cells) == 0 {
-		_, err := io.WriteString(w, "No completed scales.\n")
+		if _, err := io.WriteString(w, "No completed scales.\n"); err != nil {
+			return err
+		}
+		return writeBackendProblems(w, on)
+	}
+	if err := renderMarkdown(w, header, align, cells); err != nil {
 		return err
 	}
-	return renderMarkdown(w, header, align, cells)
+	return writeBackendProblems(w, on)
+}
+
+// writeBackendProblems lists, after the table, each backend that was skipped
+// or failed, with the reason and (when known) the command that fixes it, so
+// a backend missing from the table is never silent.
+func writeBackendProblems(w io.Writer, on *Online) error {
+	labels := make([]string, 0, len(on.ByBackend))
+	for label, b := range on.ByBackend {
+		if b != nil && (b.Error != "" || b.Skipped) {
+			labels = append(labels, label)
+		}
+	}
+	if len(labels) == 0 {
+		return nil
+	}
+	sort.Strings(labels)
+	var b strings.Builder
+	b.WriteString("\nBackends without (complete) results:\n\n")
+	for _, label := range labels {
+		bk := on.ByBackend[label]
+		what := "failed"
+		if bk.Skipped {
+			what = "skipped"
+		}
+		fmt.Fprintf(&b, "- %s: %s: %s", BackendDisplayName(label), what, firstLine(bk.Error))
+		if bk.FixHint != "" {
+			fmt.Fprintf(&b, "; fix: `%s`", bk.FixHint)
+		}
+		b.WriteString("\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // onlineNote says what a reader must know before trusting a row.

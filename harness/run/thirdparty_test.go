@@ -44,7 +44,14 @@ func TestOnlineSkipsBackendWithoutEnv(t *testing.T) {
 	if r == nil || r.Skipped || r.Error != "" || len(r.Runs) != 1 || r.Runs[0].Summary.NumSuccess != 8 {
 		t.Fatalf("roseinfer did not run on: %+v", r)
 	}
-	if _, err := os.Stat(rep.SummaryPath); err != nil {
-		t.Error(err)
+	md, err := os.ReadFile(rep.SummaryPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| roseinfer", "- vLLM: skipped: no vLLM environment", "; fix: `bench envs setup vllm`",
+		"- SGLang: skipped:", "fix: `bench envs setup sglang`"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("summary lacks %q:\n%s", want, md)
+		}
 	}
 }
