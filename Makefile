@@ -15,6 +15,7 @@ build:
 # model, the bundled Azure conversation trace, three load scales, then a summary.
 bench: build
 	$(BIN)/bench online --scales 0.4,0.8,1.6
+	@echo; cat "$$(ls -td results/runs/online_* | head -n 1)/online_summary.md"
 
 vet:
 	$(GO) vet ./...
