@@ -23,6 +23,9 @@ type Config struct {
 	MaxPending          int // waiting requests beyond this are rejected with ErrOverloaded; 0 = unlimited
 	MaxModelLen         int // context length (n_positions)
 	EOSToken            int32
+	// OverlapSchedule plans and submits step N+1 while step N runs, when the
+	// device is a device.AsyncDevice; other devices run synchronously.
+	OverlapSchedule bool
 }
 
 // Request is one generation request in token ids; the server tokenizes.

@@ -1,6 +1,8 @@
 // Package engine runs GPT-2 generation: requests come in through Submit, one
 // loop goroutine batches them step by step (scheduler → device → tokens), and
-// each request's tokens flow back on its Stream.
+// each request's tokens flow back on its Stream. With overlap scheduling the
+// loop plans and submits step N+1 before it collects step N, so its own work
+// hides behind the device's.
 //
 // The engine owns the scheduler (which owns the KV block pool) and the device.
 // It never imports the HTTP server or the harness.
@@ -31,6 +33,7 @@ const (
 type Engine struct {
 	cfg   Config
 	dev   device.Device
+	async device.AsyncDevice // dev, when it runs steps asynchronously and overlap is on; else nil
 	sched *scheduler.Scheduler
 
 	// Shared with Submit, Abort, Stats and Close.
@@ -49,8 +52,8 @@ type Engine struct {
 	streams       map[uint64]*Stream // live sequences by id
 	takenIncoming []*Stream          // swapped with incoming so intake never allocates
 	takenAborts   []*Stream
-	batch         device.Batch     // reused every step
-	sampled       []device.Sampled // reused every step
+	batch         device.Batch // reused every step
+	flights       flights      // steps submitted to the device, not yet collected
 	numSteps      int64
 }
 
@@ -103,7 +106,9 @@ func New(cfg Config, dev device.Device) (*Engine, error) {
 		done:    make(chan struct{}),
 		streams: make(map[uint64]*Stream),
 		batch:   device.Batch{Seqs: make([]device.Seq, 0, cfg.MaxNumSeqs)},
-		sampled: make([]device.Sampled, 0, cfg.MaxNumSeqs),
+	}
+	if a, ok := dev.(device.AsyncDevice); ok && cfg.OverlapSchedule {
+		e.async = a
 	}
 	e.publishStats()
 	go e.loop()
@@ -251,7 +256,7 @@ func (e *Engine) loop() {
 			e.shutdown()
 			return
 		}
-		if !e.sched.HasWork() {
+		if !e.sched.HasWork() && e.flights.n == 0 {
 			// Aborts applied by intake may have emptied the engine: publish
 			// before sleeping so Stats (and Submit's --max-pending check) never
 			// see a stale waiting count while idle.
@@ -287,15 +292,19 @@ func (e *Engine) intake() bool {
 	return !isClosed
 }
 
-// step is one engine iteration: schedule, run the device, apply the tokens.
+// step is one engine iteration: plan a step and submit it to the device,
+// then collect the steps that should not stay on the device and apply their
+// tokens.
 //
-// Overlap hook: a device that can Submit a batch and Collect its tokens later
-// would let Schedule for step N+1 run while step N computes. The seams for it
-// are here: the plan is consumed only by buildBatch and applyTokens, and
-// Update/applyTokens already skip sequences that finished in between.
+// Synchronously the step collected is the one just submitted. With overlap
+// the newest step stays on the device while the engine collects the one
+// before it, applies its tokens and plans the next: the scheduler plans on
+// from tokens still on the device, which the device feeds itself
+// (device.FromPrevious). A sequence that finishes at step N may already be
+// in step N+1; that result is dropped.
 func (e *Engine) step() {
 	plan := e.sched.Schedule()
-	if len(plan) == 0 {
+	if len(plan) == 0 && e.flights.n == 0 {
 		// Cannot happen with validated requests (each fits the pool alone);
 		// if it does, wait instead of spinning.
 		select {
@@ -304,21 +313,68 @@ func (e *Engine) step() {
 		}
 		return
 	}
+	if len(plan) > 0 {
+		e.submit(plan)
+	}
+	for e.flights.n > e.numToLeaveInFlight(len(plan) > 0) {
+		e.collect()
+	}
+}
+
+// numToLeaveInFlight is how many submitted steps stay on the device while the
+// loop goes round: one with overlap, none when nothing new was submitted (the
+// last results are due), when the scheduler waits for a drain to preempt, or
+// when the submit failed.
+func (e *Engine) numToLeaveInFlight(submitted bool) int {
+	if e.async == nil || !submitted || e.sched.NeedsDrain() || e.flights.newest().err != nil {
+		return 0
+	}
+	return 1
+}
+
+// submit hands plan to the device: queued on an AsyncDevice, run at once
+// otherwise. Either way the scheduler counts its tokens as computed and its
+// samples as pending from now on.
+func (e *Engine) submit(plan []scheduler.Scheduled) {
 	e.numSteps++
-	e.buildBatch(plan)
-	sampled, err := e.dev.Forward(&e.batch, e.sampled[:0])
+	f := e.flights.push(plan)
+	e.buildBatch(f.plan)
+	if e.async != nil {
+		f.err = e.async.Submit(&e.batch)
+	} else {
+		f.sampled, f.err = e.dev.Forward(&e.batch, f.sampled[:0])
+	}
 	clear(e.batch.Seqs) // drop references to token slices until the next step
-	if err != nil {
+	e.sched.Dispatch(f.plan)
+}
+
+// collect takes the oldest submitted step's samples from the device and
+// applies them; a failed step ends its sequences with FinishError.
+func (e *Engine) collect() {
+	f := e.flights.pop()
+	defer clear(f.plan) // hold no finished sequence until the slot is reused
+	if e.async != nil && f.err == nil {
+		f.sampled, f.err = e.async.Collect(f.sampled[:0])
+	}
+	if f.err != nil {
+		// Ended before Complete, so its blocks are freed, never committed
+		// to the prefix cache: their KV may be garbage.
 		now := time.Now()
-		for _, p := range plan {
-			e.end(e.streams[p.Seq.ID], Output{Token: -1, Finished: FinishError, At: now})
+		for _, p := range f.plan {
+			if s := e.streams[p.Seq.ID]; s != nil {
+				e.end(s, Output{Token: -1, Finished: FinishError, At: now})
+			}
 		}
+		e.sched.Complete(f.plan)
 		return
 	}
-	e.sampled = sampled
-	e.sched.Update(plan)
-	e.applyTokens(plan, sampled)
+	e.sched.Complete(f.plan)
+	e.applyTokens(f.plan, f.sampled)
 }
+
+// fromPrevious is the token slice of a decode whose token is still on the
+// device. Devices only read it.
+var fromPrevious = []int32{device.FromPrevious}
 
 // buildBatch turns the plan into the device's batch.
 func (e *Engine) buildBatch(plan []scheduler.Scheduled) {
@@ -329,18 +385,22 @@ func (e *Engine) buildBatch(plan []scheduler.Scheduled) {
 		if s.timing.FirstScheduled.IsZero() {
 			s.timing.FirstScheduled = now
 		}
+		tokens := fromPrevious
+		if !p.FromPrevious {
+			tokens = p.Seq.Tokens[p.StartPos : p.StartPos+p.NumTokens]
+		}
 		banned := int32(-1)
-		if !s.req.IgnoreEOS && p.Seq.NumGeneratedTokens() < s.req.MinTokens {
+		if !s.req.IgnoreEOS && p.SampleIndex < s.req.MinTokens {
 			banned = e.cfg.EOSToken
 		}
 		e.batch.Seqs = append(e.batch.Seqs, device.Seq{
 			SeqID:       p.Seq.ID,
-			Tokens:      p.Seq.Tokens[p.StartPos : p.StartPos+p.NumTokens],
+			Tokens:      tokens,
 			StartPos:    p.StartPos,
 			BlockTable:  p.Seq.BlockTable(),
 			Sample:      p.Sample,
 			Params:      s.req.Params,
-			SampleIndex: p.Seq.NumGeneratedTokens(),
+			SampleIndex: p.SampleIndex,
 			WantLogprob: s.req.WantLogprobs,
 			BannedToken: banned,
 		})
@@ -348,7 +408,8 @@ func (e *Engine) buildBatch(plan []scheduler.Scheduled) {
 }
 
 // applyTokens appends each sampled token, sends it, and ends sequences that
-// hit EOS or max_tokens, or whose client left during the step.
+// hit EOS or max_tokens, or whose client left during the step. A sequence
+// that ended after the step was planned gets nothing.
 func (e *Engine) applyTokens(plan []scheduler.Scheduled, sampled []device.Sampled) {
 	now := time.Now()
 	for i, p := range plan {
@@ -397,8 +458,12 @@ func (e *Engine) end(s *Stream, last Output) {
 	close(s.out)
 }
 
-// shutdown ends every live request; the engine is closed.
+// shutdown collects the steps still on the device and ends every live
+// request; the engine is closed.
 func (e *Engine) shutdown() {
+	for e.flights.n > 0 {
+		e.collect()
+	}
 	now := time.Now()
 	for _, s := range e.streams {
 		e.end(s, Output{Token: -1, Finished: FinishAbort, At: now})

@@ -5,6 +5,14 @@
 // It owns the waiting and running queues and the KV block pool (through
 // engine/kvcache) and deals in integers only. It imports neither the engine
 // nor any device: the engine turns a plan into a device.Batch.
+//
+// A plan's life: Schedule makes it, Dispatch records that it went to the
+// device (positions advance, its samples become pending tokens), Complete
+// records that the device finished it (KV blocks become reusable, pending
+// tokens are handed to the engine to append). Synchronously these follow one
+// another; with overlap scheduling the next plan is made and dispatched
+// before the previous one completes, and the scheduler plans on from the
+// pending tokens.
 package scheduler
 
 import (
@@ -27,9 +35,15 @@ type Scheduled struct {
 	Seq       *Sequence
 	StartPos  int
 	NumTokens int
-	// Sample is true when the chunk reaches the end of Seq.Tokens, so the step
-	// yields the next token. A prompt chunk short of the end yields nothing.
-	Sample bool
+	// Sample is true when the chunk reaches the end of the sequence, so the
+	// step yields the next token. A prompt chunk short of the end yields
+	// nothing. SampleIndex is the index of that token among the generated ones.
+	Sample      bool
+	SampleIndex int
+	// FromPrevious is true for a decode whose token was sampled by the
+	// previous dispatched step and is not yet in Seq.Tokens: the device
+	// feeds it (device.FromPrevious).
+	FromPrevious bool
 }
 
 // Scheduler holds the queues. Not safe for concurrent use: the engine loop
@@ -46,6 +60,9 @@ type Scheduler struct {
 	step           int64
 	didPreempt     bool // a preemption happened in this step
 	numPreemptions int64
+
+	numInFlightSteps int  // dispatched plans not yet completed
+	needsDrain       bool // this step wanted to preempt while steps were in flight
 }
 
 // New makes a scheduler over pool.
@@ -76,13 +93,17 @@ func (s *Scheduler) Add(seq *Sequence) {
 }
 
 // Finish ends seq (done, aborted or failed) wherever it is and returns its
-// blocks to the pool. Finishing a finished sequence does nothing.
+// blocks to the pool; if a dispatched step that includes seq is still on the
+// device, which may yet write its KV, the blocks go back when that step
+// completes. Finishing a finished sequence does nothing.
 func (s *Scheduler) Finish(seq *Sequence) {
 	switch seq.status {
 	case StatusWaiting:
 		s.waiting.remove(seq)
 	case StatusRunning:
-		s.pool.Free(&seq.table)
+		if seq.numInFlightSteps == 0 {
+			s.pool.Free(&seq.table)
+		}
 		s.numRunning-- // dropped from running at the next compaction
 	case StatusFinished:
 		return
@@ -105,21 +126,29 @@ func (s *Scheduler) NumPreemptions() int64 { return s.numPreemptions }
 // Pool is the KV block pool the scheduler allocates from (for statistics).
 func (s *Scheduler) Pool() *kvcache.Pool { return s.pool }
 
+// NeedsDrain reports whether the last Schedule held back a preemption because
+// steps were in flight: preempting frees blocks the device may still write,
+// and drops tokens still on the device. The engine completes every step in
+// flight before the next Schedule, which then preempts.
+func (s *Scheduler) NeedsDrain() bool { return s.needsDrain }
+
 // Schedule plans one step: first one decode token for every running sequence
 // that has caught up (so long prompts never starve decodes), then prefill
 // chunks of running sequences, then newly admitted sequences in FCFS order,
 // all under MaxNumBatchedTokens. When blocks run out, the most recently
-// admitted sequence not yet in the plan is preempted. The returned slice is
-// reused by the next call. An empty plan means there is nothing to run.
+// admitted sequence not yet in the plan is preempted (or, with steps in
+// flight, the plan stops growing and NeedsDrain says so). A sequence whose
+// last token is sampled is never planned. The returned slice is reused by
+// the next call. An empty plan means there is nothing to run now.
 func (s *Scheduler) Schedule() []Scheduled {
 	s.step++
 	s.plan = s.plan[:0]
 	s.compactRunning()
 	budget := s.cfg.MaxNumBatchedTokens
-	s.didPreempt = false
+	s.didPreempt, s.needsDrain = false, false
 
 	for _, seq := range s.running {
-		if seq.status != StatusRunning || !seq.isDecoding() {
+		if seq.status != StatusRunning || seq.isComplete() || !seq.isDecoding() {
 			continue
 		}
 		if !s.reserve(seq, 1) {
@@ -132,7 +161,7 @@ func (s *Scheduler) Schedule() []Scheduled {
 		if budget == 0 {
 			break
 		}
-		if seq.status != StatusRunning || seq.scheduledStep == s.step {
+		if seq.status != StatusRunning || seq.scheduledStep == s.step || seq.isComplete() {
 			continue
 		}
 		n := s.numPrefillTokens(seq, budget)
@@ -148,7 +177,7 @@ func (s *Scheduler) Schedule() []Scheduled {
 	// (Compacting first also keeps a preempted sequence from being listed
 	// twice in running should it be readmitted later.)
 	s.compactRunning()
-	for !s.didPreempt && budget > 0 && s.numRunning < s.cfg.MaxNumSeqs && s.waiting.len() > 0 {
+	for !s.didPreempt && !s.needsDrain && budget > 0 && s.numRunning < s.cfg.MaxNumSeqs && s.waiting.len() > 0 {
 		n := s.admit(s.waiting.front(), budget)
 		if n == 0 {
 			break // FCFS: nobody overtakes the head of the queue
@@ -173,10 +202,14 @@ func (s *Scheduler) numPrefillTokens(seq *Sequence, budget int) int {
 
 // reserve allocates the blocks seq needs to feed n more tokens, preempting
 // later-admitted unscheduled sequences when the pool is short. When that is
-// not enough seq itself is preempted and reserve returns false.
+// not enough seq itself is preempted and reserve returns false (also when
+// preempting must wait for the steps in flight).
 func (s *Scheduler) reserve(seq *Sequence, n int) bool {
 	need := s.pool.NumBlocksFor(seq.NumComputedTokens+n) - seq.table.NumBlocks()
 	for !s.pool.CanAllocate(need) {
+		if !s.canPreempt() {
+			return false
+		}
 		victim := s.lastUnscheduled(seq)
 		if victim == nil {
 			s.preempt(seq)
@@ -196,7 +229,7 @@ func (s *Scheduler) reserveChunk(seq *Sequence, n int) int {
 	need := s.pool.NumBlocksFor(seq.NumComputedTokens+n) - seq.table.NumBlocks()
 	for !s.pool.CanAllocate(need) {
 		victim := s.lastUnscheduled(seq)
-		if victim == nil {
+		if victim == nil || !s.canPreempt() {
 			break
 		}
 		s.preempt(victim)
@@ -245,6 +278,16 @@ func (s *Scheduler) admit(seq *Sequence, budget int) int {
 	return n
 }
 
+// canPreempt reports whether a preemption may happen now: not while steps are
+// in flight (NeedsDrain).
+func (s *Scheduler) canPreempt() bool {
+	if s.numInFlightSteps > 0 {
+		s.needsDrain = true
+		return false
+	}
+	return true
+}
+
 // preempt returns seq's blocks and puts it at the front of the waiting queue.
 // Its generated tokens stay: readmission recomputes prompt and generated
 // tokens (much of it often still in the prefix cache) and sampling goes on
@@ -275,10 +318,12 @@ func (s *Scheduler) lastUnscheduled(except *Sequence) *Sequence {
 func (s *Scheduler) add(seq *Sequence, n int) {
 	seq.scheduledStep = s.step
 	s.plan = append(s.plan, Scheduled{
-		Seq:       seq,
-		StartPos:  seq.NumComputedTokens,
-		NumTokens: n,
-		Sample:    seq.NumComputedTokens+n == len(seq.Tokens),
+		Seq:          seq,
+		StartPos:     seq.NumComputedTokens,
+		NumTokens:    n,
+		Sample:       seq.NumComputedTokens+n == seq.numTokens(),
+		SampleIndex:  seq.numSampledTokens(),
+		FromPrevious: seq.numPendingTokens > 0, // only a decode has one: it feeds just that token
 	})
 }
 
@@ -294,17 +339,46 @@ func (s *Scheduler) compactRunning() {
 	s.running = kept
 }
 
-// Update records that the device ran plan: the fed tokens' KV now exists, so
-// full blocks become reusable through the prefix cache. Call it after the
-// forward and before appending sampled tokens. Sequences finished since the
-// plan was made are skipped.
-func (s *Scheduler) Update(plan []Scheduled) {
+// Dispatch records that plan went to the device: its tokens' KV is being
+// written, so positions advance, and each sample becomes a pending token the
+// next plan can build on. Call it once per plan, right after Schedule.
+func (s *Scheduler) Dispatch(plan []Scheduled) {
+	if len(plan) == 0 {
+		return // nothing goes to the device, nothing will complete
+	}
 	for _, p := range plan {
 		seq := p.Seq
-		if seq.status != StatusRunning {
-			continue
-		}
 		seq.NumComputedTokens = p.StartPos + p.NumTokens
-		s.pool.Commit(&seq.table, seq.Tokens, seq.NumComputedTokens)
+		seq.numInFlightSteps++
+		if p.Sample {
+			seq.numPendingTokens++
+		}
 	}
+	s.numInFlightSteps++
+}
+
+// Complete records that the device finished plan (dispatched plans complete
+// in order): the fed tokens' KV exists, so full blocks become reusable
+// through the prefix cache, and a sequence finished meanwhile gives its
+// blocks back once no step of it is left on the device. Call it before the
+// engine appends the plan's sampled tokens; a sampled token stops being
+// pending here whether or not the engine appends it.
+func (s *Scheduler) Complete(plan []Scheduled) {
+	if len(plan) == 0 {
+		return
+	}
+	for _, p := range plan {
+		seq := p.Seq
+		seq.numInFlightSteps--
+		if p.Sample {
+			seq.numPendingTokens--
+		}
+		switch {
+		case seq.status == StatusRunning:
+			s.pool.Commit(&seq.table, seq.Tokens, p.StartPos+p.NumTokens)
+		case seq.status == StatusFinished && seq.numInFlightSteps == 0:
+			s.pool.Free(&seq.table) // a no-op if Finish already freed it
+		}
+	}
+	s.numInFlightSteps--
 }

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -10,7 +11,8 @@ import (
 
 // harness drives a scheduler the way the engine does, with a fake forward:
 // the token generated at index i of any sequence is 1000+i. Every step it
-// checks the plan's invariants.
+// checks the plan's invariants. With overlap set it keeps one dispatched step
+// in flight while it plans the next, as the engine does on an AsyncDevice.
 type harness struct {
 	t         *testing.T
 	cfg       Config
@@ -18,6 +20,10 @@ type harness struct {
 	pool      *kvcache.Pool
 	maxTokens map[*Sequence]int
 	nextID    uint64
+
+	overlap  bool
+	inFlight [][]Scheduled // dispatched plans, oldest first
+	previous []Scheduled   // the last dispatched plan
 }
 
 func newHarness(t *testing.T, cfg Config, numBlocks, blockSizeTokens int, prefixCaching bool) *harness {
@@ -50,14 +56,37 @@ func (h *harness) add(tokens []int32, maxTokens int) *Sequence {
 	return seq
 }
 
-// step runs one schedule/forward/update cycle and returns a copy of the plan.
+// step runs one schedule/dispatch cycle, completes the steps that should not
+// stay in flight, and returns a copy of the plan.
 func (h *harness) step() []Scheduled {
 	h.t.Helper()
 	plan := slices.Clone(h.s.Schedule())
 	h.checkPlan(plan)
-	h.s.Update(plan)
+	if len(plan) > 0 {
+		h.s.Dispatch(plan)
+		h.inFlight = append(h.inFlight, plan)
+		h.previous = plan
+	}
+	keep := 0
+	if h.overlap && len(plan) > 0 && !h.s.NeedsDrain() {
+		keep = 1
+	}
+	for len(h.inFlight) > keep {
+		h.complete(h.inFlight[0])
+		h.inFlight = h.inFlight[1:]
+	}
+	if err := h.pool.CheckConsistency(); err != nil {
+		h.t.Fatal(err)
+	}
+	return plan
+}
+
+// complete applies a finished plan's tokens as the engine does: a sequence
+// finished meanwhile gets nothing.
+func (h *harness) complete(plan []Scheduled) {
+	h.s.Complete(plan)
 	for _, p := range plan {
-		if !p.Sample {
+		if !p.Sample || p.Seq.Status() != StatusRunning {
 			continue
 		}
 		p.Seq.Append(int32(1000 + p.Seq.NumGeneratedTokens()))
@@ -65,11 +94,10 @@ func (h *harness) step() []Scheduled {
 			h.s.Finish(p.Seq)
 		}
 	}
-	if err := h.pool.CheckConsistency(); err != nil {
-		h.t.Fatal(err)
-	}
-	return plan
 }
+
+// isBusy reports whether sequences are left or steps are in flight.
+func (h *harness) isBusy() bool { return h.s.HasWork() || len(h.inFlight) > 0 }
 
 func (h *harness) checkPlan(plan []Scheduled) {
 	h.t.Helper()
@@ -86,16 +114,25 @@ func (h *harness) checkPlan(plan []Scheduled) {
 		if seq.Status() != StatusRunning {
 			h.t.Fatalf("sequence %d planned with status %d", seq.ID, seq.Status())
 		}
-		if p.StartPos != seq.NumComputedTokens || p.NumTokens < 1 || p.StartPos+p.NumTokens > len(seq.Tokens) {
-			h.t.Fatalf("sequence %d: chunk [%d,+%d) of %d tokens, %d computed", seq.ID, p.StartPos, p.NumTokens, len(seq.Tokens), seq.NumComputedTokens)
+		if p.StartPos != seq.NumComputedTokens || p.NumTokens < 1 || p.StartPos+p.NumTokens > seq.numTokens() {
+			h.t.Fatalf("sequence %d: chunk [%d,+%d) of %d tokens, %d computed", seq.ID, p.StartPos, p.NumTokens, seq.numTokens(), seq.NumComputedTokens)
 		}
-		if p.Sample != (p.StartPos+p.NumTokens == len(seq.Tokens)) {
-			h.t.Fatalf("sequence %d: Sample=%v for chunk ending at %d of %d", seq.ID, p.Sample, p.StartPos+p.NumTokens, len(seq.Tokens))
+		if p.Sample != (p.StartPos+p.NumTokens == seq.numTokens()) {
+			h.t.Fatalf("sequence %d: Sample=%v for chunk ending at %d of %d", seq.ID, p.Sample, p.StartPos+p.NumTokens, seq.numTokens())
+		}
+		if p.SampleIndex != seq.numSampledTokens() || (p.Sample && p.SampleIndex >= h.maxTokens[seq]) {
+			h.t.Fatalf("sequence %d: sample index %d with %d sampled, max %d", seq.ID, p.SampleIndex, seq.numSampledTokens(), h.maxTokens[seq])
+		}
+		if p.FromPrevious != (p.StartPos+p.NumTokens > len(seq.Tokens)) {
+			h.t.Fatalf("sequence %d: FromPrevious=%v for chunk ending at %d of %d known tokens", seq.ID, p.FromPrevious, p.StartPos+p.NumTokens, len(seq.Tokens))
+		}
+		if p.FromPrevious && (p.NumTokens != 1 || !slices.ContainsFunc(h.previous, func(q Scheduled) bool { return q.Seq == seq && q.Sample })) {
+			h.t.Fatalf("sequence %d: %d tokens fed from a previous step that did not sample it", seq.ID, p.NumTokens)
 		}
 		if got := len(seq.BlockTable()) * h.pool.BlockSizeTokens(); got < p.StartPos+p.NumTokens {
 			h.t.Fatalf("sequence %d: blocks cover %d positions, chunk ends at %d", seq.ID, got, p.StartPos+p.NumTokens)
 		}
-		isDecode := seq.NumGeneratedTokens() > 0 && p.NumTokens == 1 && p.Sample
+		isDecode := seq.numSampledTokens() > 0 && p.NumTokens == 1 && p.Sample
 		if isDecode && sawPrefill {
 			h.t.Fatalf("decode of sequence %d planned after a prefill chunk", seq.ID)
 		}
@@ -119,7 +156,7 @@ func (h *harness) checkPlan(plan []Scheduled) {
 func (h *harness) run(limit int) {
 	h.t.Helper()
 	for range limit {
-		if !h.s.HasWork() {
+		if !h.isBusy() {
 			return
 		}
 		h.step()
@@ -171,20 +208,23 @@ func TestPrefillChunks(t *testing.T) {
 		{"not chunked: whole prompt", Config{MaxNumSeqs: 4, MaxNumBatchedTokens: 64, PrefillChunkSize: 8}, 20, []int{20, 1, 1}},
 		{"one-token prompt", Config{MaxNumSeqs: 4, MaxNumBatchedTokens: 64, PrefillChunkSize: 8, ChunkedPrefill: true}, 1, []int{1, 1, 1}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, tc.cfg, 64, 4, false)
-			seq := h.add(prompt(0, tc.promptLen), 3)
-			var plans [][]Scheduled
-			for h.s.HasWork() {
-				plans = append(plans, h.step())
-			}
-			if got := chunkSizes(plans, seq); !slices.Equal(got, tc.want) {
-				t.Fatalf("tokens per step %v, want %v", got, tc.want)
-			}
-			if seq.NumGeneratedTokens() != 3 || h.pool.NumFreeBlocks() != 64 {
-				t.Fatalf("generated %d, free blocks %d", seq.NumGeneratedTokens(), h.pool.NumFreeBlocks())
-			}
-		})
+		for _, overlap := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/overlap=%v", tc.name, overlap), func(t *testing.T) {
+				h := newHarness(t, tc.cfg, 64, 4, false)
+				h.overlap = overlap
+				seq := h.add(prompt(0, tc.promptLen), 3)
+				var plans [][]Scheduled
+				for h.isBusy() {
+					plans = append(plans, h.step())
+				}
+				if got := chunkSizes(plans, seq); !slices.Equal(got, tc.want) {
+					t.Fatalf("tokens per step %v, want %v", got, tc.want)
+				}
+				if seq.NumGeneratedTokens() != 3 || h.pool.NumFreeBlocks() != 64 {
+					t.Fatalf("generated %d, free blocks %d", seq.NumGeneratedTokens(), h.pool.NumFreeBlocks())
+				}
+			})
+		}
 	}
 }
 
@@ -359,19 +399,25 @@ func TestRandomWorkload(t *testing.T) {
 		name    string
 		chunked bool
 		prefix  bool
+		overlap bool
 	}{
-		{"chunked with prefix cache", true, true},
-		{"chunked", true, false},
-		{"whole prompts with prefix cache", false, true},
-		{"whole prompts", false, false},
+		{"chunked with prefix cache", true, true, false},
+		{"chunked", true, false, false},
+		{"whole prompts with prefix cache", false, true, false},
+		{"whole prompts", false, false, false},
+		{"overlap, chunked with prefix cache", true, true, true},
+		{"overlap, chunked", true, false, true},
+		{"overlap, whole prompts with prefix cache", false, true, true},
+		{"overlap, whole prompts", false, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(7, 11))
 			cfg := Config{MaxNumSeqs: 8, MaxNumBatchedTokens: 48, PrefillChunkSize: 12, ChunkedPrefill: tc.chunked}
 			h := newHarness(t, cfg, 24, 4, tc.prefix)
+			h.overlap = tc.overlap
 			var all []*Sequence
 			aborted := map[*Sequence]bool{}
-			for step := 0; step < 3000 && (len(all) < 300 || h.s.HasWork()); step++ {
+			for step := 0; step < 3000 && (len(all) < 300 || h.isBusy()); step++ {
 				if len(all) < 300 && rng.IntN(2) == 0 {
 					p := append(prompt(0, rng.IntN(3)*8), prompt(100+rng.IntN(1000), 1+rng.IntN(20))...)
 					all = append(all, h.add(p, 1+rng.IntN(16)))
@@ -385,7 +431,7 @@ func TestRandomWorkload(t *testing.T) {
 				}
 				h.step()
 			}
-			if h.s.HasWork() {
+			if h.isBusy() {
 				t.Fatal("work left")
 			}
 			for _, seq := range all {
@@ -407,5 +453,98 @@ func TestRandomWorkload(t *testing.T) {
 				t.Fatal("no prefix hit; the test covers too little")
 			}
 		})
+	}
+}
+
+// With overlap the next step is planned from the pending token: positions
+// advance, the token is fed from the previous step, and nothing is planned
+// past max_tokens.
+func TestOverlapPlansOnPendingTokens(t *testing.T) {
+	cfg := Config{MaxNumSeqs: 4, MaxNumBatchedTokens: 64, PrefillChunkSize: 8, ChunkedPrefill: true}
+	h := newHarness(t, cfg, 16, 4, false)
+	h.overlap = true
+	seq := h.add(prompt(0, 5), 3)
+	for i, want := range []struct {
+		plan        Scheduled // Seq filled in below
+		numAppended int       // generated tokens in Tokens after the step
+	}{
+		{Scheduled{StartPos: 0, NumTokens: 5, Sample: true, SampleIndex: 0}, 0},
+		{Scheduled{StartPos: 5, NumTokens: 1, Sample: true, SampleIndex: 1, FromPrevious: true}, 1},
+		{Scheduled{StartPos: 6, NumTokens: 1, Sample: true, SampleIndex: 2, FromPrevious: true}, 2},
+	} {
+		plan := h.step()
+		want.plan.Seq = seq
+		if len(plan) != 1 || plan[0] != want.plan {
+			t.Fatalf("step %d: plan %+v, want %+v", i, plan, want.plan)
+		}
+		if seq.NumGeneratedTokens() != want.numAppended {
+			t.Fatalf("step %d: %d tokens appended, want %d", i, seq.NumGeneratedTokens(), want.numAppended)
+		}
+	}
+	// All three tokens sampled: nothing more is planned; the last step drains.
+	if plan := h.step(); len(plan) != 0 {
+		t.Fatalf("planned past max_tokens: %+v", plan)
+	}
+	if !slices.Equal(seq.Tokens[5:], prompt(1000, 3)) || seq.Status() != StatusFinished || h.pool.NumUsedBlocks() != 0 {
+		t.Fatalf("tokens %v, status %d, %d blocks used", seq.Tokens[5:], seq.Status(), h.pool.NumUsedBlocks())
+	}
+}
+
+// A sequence finished while a step of it is on the device keeps its blocks
+// (the device may still write them) until that step completes.
+func TestFinishWithStepInFlightKeepsBlocks(t *testing.T) {
+	cfg := Config{MaxNumSeqs: 4, MaxNumBatchedTokens: 64, PrefillChunkSize: 16, ChunkedPrefill: true}
+	h := newHarness(t, cfg, 16, 4, true)
+	h.overlap = true
+	seq := h.add(prompt(0, 9), 10)
+	h.step()
+	h.s.Finish(seq)
+	if h.pool.NumUsedBlocks() != 3 || h.s.HasWork() || seq.Status() != StatusFinished {
+		t.Fatalf("%d blocks used, want 3 until the step completes; has work %v", h.pool.NumUsedBlocks(), h.s.HasWork())
+	}
+	if plan := h.step(); len(plan) != 0 {
+		t.Fatalf("finished sequence planned: %+v", plan)
+	}
+	if h.pool.NumUsedBlocks() != 0 || len(h.inFlight) != 0 {
+		t.Fatalf("%d blocks used, %d steps in flight after the drain", h.pool.NumUsedBlocks(), len(h.inFlight))
+	}
+	if h.pool.NumCachedIdleBlocks() != 0 {
+		t.Fatal("a finished sequence's blocks were registered in the prefix cache")
+	}
+}
+
+// Preempting with a step in flight would free blocks the device may write
+// and lose a token still on it: the scheduler asks for a drain instead and
+// preempts at the next step, with nothing in flight.
+func TestOverlapDrainsBeforePreempting(t *testing.T) {
+	cfg := Config{MaxNumSeqs: 4, MaxNumBatchedTokens: 64}
+	h := newHarness(t, cfg, 6, 4, false)
+	h.overlap = true
+	first := h.add(prompt(0, 8), 12)
+	second := h.add(prompt(100, 8), 12)
+	numDrains := 0
+	for step := 0; h.isBusy(); step++ {
+		if step > 100 {
+			t.Fatal("work left after 100 steps")
+		}
+		inFlight, preemptions := len(h.inFlight), h.s.NumPreemptions()
+		h.step()
+		if h.s.NeedsDrain() {
+			numDrains++
+		}
+		if h.s.NumPreemptions() > preemptions && inFlight > 0 {
+			t.Fatalf("step %d preempted with %d steps in flight", step, inFlight)
+		}
+	}
+	if numDrains == 0 || h.s.NumPreemptions() == 0 {
+		t.Fatalf("%d drains, %d preemptions: the test covers too little", numDrains, h.s.NumPreemptions())
+	}
+	for _, seq := range []*Sequence{first, second} {
+		if !slices.Equal(seq.Tokens[8:], prompt(1000, 12)) {
+			t.Fatalf("sequence %d generated %v", seq.ID, seq.Tokens[8:])
+		}
+	}
+	if h.pool.NumFreeBlocks() != 6 {
+		t.Fatalf("%d of 6 blocks free", h.pool.NumFreeBlocks())
 	}
 }
