@@ -4,8 +4,13 @@
 // against: with a step of D, every inter-token latency of a decoding stream
 // should be D.
 //
-// It holds no KV storage and does no work per token beyond a hash, so the
-// step cost does not grow with the number of concurrent streams.
+// It holds no KV storage and does no work per token beyond a hash and a map
+// entry, so the step cost barely grows with the number of concurrent streams.
+//
+// It is also an AsyncDevice (Submit/Collect) like the CUDA device, and checks
+// the engine's side of that contract: a decode fed device.FromPrevious must
+// have sampled in the previous submitted step, and a decode fed a real token
+// must feed the one it sampled there.
 package sim
 
 import (
@@ -27,7 +32,7 @@ type Options struct {
 	EOSAt func(seed uint64, sampleIndex int) bool
 }
 
-// Device implements device.Device.
+// Device implements device.AsyncDevice.
 type Device struct {
 	opts Options
 	// spin is how long before a deadline Forward stops sleeping and busy-waits.
@@ -35,13 +40,32 @@ type Device struct {
 	// a millisecond or more on a loaded one), so steps end on time to a few µs
 	// without spinning longer than needed.
 	spin time.Duration
-	// lastEnd is when the previous Forward returned.
+	// lastEnd is when the previous Forward or Collect returned.
 	lastEnd time.Time
+	// lastDeadline is when the last submitted step completes.
+	lastDeadline time.Time
+
+	queue   [maxInFlight]submitted // steps submitted, not yet collected (a ring)
+	head, n int
+
+	// Tokens by SeqID sampled in the previous submitted step, and in the
+	// step being sampled (swapped after each step; cleared, never reallocated).
+	prevSampled, sampled map[uint64]int32
+}
+
+// submitted is one step on the simulated device.
+type submitted struct {
+	out      []device.Sampled
+	deadline time.Time
 }
 
 const (
 	minSpin = 100 * time.Microsecond
 	maxSpin = 3 * time.Millisecond
+
+	// maxInFlight is how many submitted steps may wait to be collected, as on
+	// the CUDA device.
+	maxInFlight = 2
 )
 
 // New makes a simulated device.
@@ -52,7 +76,7 @@ func New(opts Options) (*Device, error) {
 	if opts.StepDuration < 0 || opts.PrefillPerToken < 0 {
 		return nil, errors.New("sim: negative step duration")
 	}
-	return &Device{opts: opts, spin: 2 * minSpin}, nil
+	return &Device{opts: opts, spin: 2 * minSpin, prevSampled: map[uint64]int32{}, sampled: map[uint64]int32{}}, nil
 }
 
 // Name is "sim".
@@ -71,14 +95,77 @@ func (d *Device) Close() error { return nil }
 // behind a GPU running ahead, and a busy engine emits tokens exactly every
 // StepDuration. That is what makes the device a ground truth for ITL.
 func (d *Device) Forward(b *device.Batch, out []device.Sampled) ([]device.Sampled, error) {
+	if d.n > 0 {
+		return out[:0], fmt.Errorf("sim: Forward with %d submitted steps not collected", d.n)
+	}
 	start := time.Now()
 	if gap := start.Sub(d.lastEnd); gap >= 0 && gap < d.opts.StepDuration {
 		start = d.lastEnd
 	}
-	out = out[:0]
+	out, numPrefillTokens, err := d.sample(b, out[:0])
+	if err != nil {
+		return out, err
+	}
+	d.lastDeadline = start.Add(d.stepDuration(numPrefillTokens))
+	d.waitUntil(d.lastDeadline)
+	d.lastEnd = time.Now()
+	return out, nil
+}
+
+// Submit samples the batch at once and queues it; its step ends
+// StepDuration (plus prefill time) after the later of now and the end of the
+// previous submitted step, as kernels queue on a GPU stream. An engine that
+// keeps one step queued therefore emits tokens exactly every StepDuration,
+// its own work hidden. At most two steps wait to be collected.
+func (d *Device) Submit(b *device.Batch) error {
+	if d.n == maxInFlight {
+		return fmt.Errorf("sim: %d steps already in flight; Collect first", d.n)
+	}
+	st := &d.queue[(d.head+d.n)%maxInFlight]
+	out, numPrefillTokens, err := d.sample(b, st.out[:0])
+	st.out = out
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if d.lastDeadline.After(start) {
+		start = d.lastDeadline
+	}
+	st.deadline = start.Add(d.stepDuration(numPrefillTokens))
+	d.lastDeadline = st.deadline
+	d.n++
+	return nil
+}
+
+// Collect waits until the oldest submitted step ends and returns its samples.
+func (d *Device) Collect(out []device.Sampled) ([]device.Sampled, error) {
+	if d.n == 0 {
+		return out[:0], errors.New("sim: Collect with no submitted step")
+	}
+	st := &d.queue[d.head]
+	d.head = (d.head + 1) % maxInFlight
+	d.n--
+	d.waitUntil(st.deadline)
+	d.lastEnd = time.Now()
+	return append(out[:0], st.out...), nil
+}
+
+func (d *Device) stepDuration(numPrefillTokens int) time.Duration {
+	return d.opts.StepDuration + time.Duration(numPrefillTokens)*d.opts.PrefillPerToken
+}
+
+// sample draws each Seq's token into out and counts the prefill tokens. It
+// checks the fed decode tokens against the previous step's samples, then
+// makes this step the previous one.
+func (d *Device) sample(b *device.Batch, out []device.Sampled) ([]device.Sampled, int, error) {
+	clear(d.sampled)
 	numPrefillTokens := 0
 	for i := range b.Seqs {
 		seq := &b.Seqs[i]
+		if err := d.checkFed(seq); err != nil {
+			clear(d.prevSampled) // a failed step samples nothing
+			return out, 0, err
+		}
 		isDecode := len(seq.Tokens) == 1 && seq.Sample && seq.SampleIndex > 0
 		if !isDecode {
 			numPrefillTokens += len(seq.Tokens)
@@ -91,11 +178,28 @@ func (d *Device) Forward(b *device.Batch, out []device.Sampled) ([]device.Sample
 		if seq.WantLogprob {
 			s.Logprob = -1
 		}
+		d.sampled[seq.SeqID] = s.Token
 		out = append(out, s)
 	}
-	d.waitUntil(start.Add(d.opts.StepDuration + time.Duration(numPrefillTokens)*d.opts.PrefillPerToken))
-	d.lastEnd = time.Now()
-	return out, nil
+	d.prevSampled, d.sampled = d.sampled, d.prevSampled
+	return out, numPrefillTokens, nil
+}
+
+// checkFed rejects a Seq that feeds no token, a FromPrevious token that the
+// previous step did not sample, and a decode token other than the one the
+// previous step sampled for the sequence.
+func (d *Device) checkFed(seq *device.Seq) error {
+	if len(seq.Tokens) == 0 {
+		return fmt.Errorf("sim: seq %d feeds no token", seq.SeqID)
+	}
+	prev, ok := d.prevSampled[seq.SeqID]
+	switch {
+	case seq.Tokens[0] < 0 && (len(seq.Tokens) != 1 || !ok):
+		return fmt.Errorf("sim: seq %d asks for its previous sample but the previous step did not sample it", seq.SeqID)
+	case seq.Tokens[0] >= 0 && len(seq.Tokens) == 1 && ok && seq.Tokens[0] != prev:
+		return fmt.Errorf("sim: seq %d feeds token %d, but sampled %d in the previous step", seq.SeqID, seq.Tokens[0], prev)
+	}
+	return nil
 }
 
 // Token is the token a sequence with seed draws at sampleIndex, never banned

@@ -116,9 +116,96 @@ func TestForwardReusesOutAndDoesNotAllocate(t *testing.T) {
 	b := batch()
 	out := make([]device.Sampled, 0, len(b.Seqs))
 	allocs := testing.AllocsPerRun(100, func() {
-		out, _ = d.Forward(b, out)
+		var err error
+		if out, err = d.Forward(b, out); err != nil {
+			t.Fatal(err)
+		}
+		b.Seqs[0].Tokens[0] = out[0].Token // the decode feeds what it sampled
 	})
 	if allocs != 0 {
 		t.Fatalf("%v allocations per forward", allocs)
+	}
+}
+
+// decode is a one-sequence decode step feeding tok at sample index i.
+func decode(id uint64, tok int32, i int) *device.Batch {
+	return &device.Batch{Seqs: []device.Seq{
+		{SeqID: id, Tokens: []int32{tok}, StartPos: 10 + i, Sample: true, SampleIndex: i, Params: sample.Params{Seed: id}, BannedToken: -1},
+	}}
+}
+
+// Submitted steps queue one behind the other like kernels on a stream, and
+// give the tokens Forward would.
+func TestSubmitCollect(t *testing.T) {
+	const step = 2 * time.Millisecond
+	d := mustNew(t, Options{VocabSize: 100, EOS: 99, StepDuration: step})
+	start := time.Now()
+	if err := d.Submit(batch()); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Submit(decode(1, device.FromPrevious, 4)); err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(start) >= step {
+		t.Skip("the machine is too loaded to tell a queued submit from a blocking one")
+	}
+	if err := d.Submit(decode(1, device.FromPrevious, 5)); err == nil {
+		t.Fatal("a third step in flight was accepted")
+	}
+	if _, err := d.Forward(batch(), nil); err == nil {
+		t.Fatal("Forward with steps in flight was accepted")
+	}
+	first, err := d.Collect(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstAt := time.Since(start)
+	second, err := d.Collect(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secondAt := time.Since(start)
+	if len(first) != 3 || first[0].Token != d.Token(1, 3, -1) || first[2].Token != d.Token(2, 0, -1) {
+		t.Fatalf("first step sampled %+v", first)
+	}
+	if len(second) != 1 || second[0].Token != d.Token(1, 4, -1) {
+		t.Fatalf("second step sampled %+v", second)
+	}
+	if firstAt < step+25*d.opts.PrefillPerToken || secondAt < 2*step {
+		t.Fatalf("steps ended at %v and %v, before %v and %v", firstAt, secondAt, step, 2*step)
+	}
+	if _, err := d.Collect(nil); err == nil {
+		t.Fatal("Collect with nothing submitted succeeded")
+	}
+}
+
+// The sim checks the engine's side of the FromPrevious contract.
+func TestFedTokensMustMatchThePreviousStep(t *testing.T) {
+	prev := mustNew(t, Options{VocabSize: 100, EOS: 99}).Token(1, 3, -1)
+	for _, tc := range []struct {
+		name    string
+		next    *device.Batch
+		wantErr bool
+	}{
+		{"FromPrevious of a sequence that sampled", decode(1, device.FromPrevious, 4), false},
+		{"the token it sampled", decode(1, prev, 4), false},
+		{"another token", decode(1, (prev+1)%99, 4), true},
+		{"FromPrevious of a sequence that did not sample", decode(2, device.FromPrevious, 1), true},
+		{"FromPrevious in a prefill chunk", &device.Batch{Seqs: []device.Seq{{SeqID: 1, Tokens: []int32{device.FromPrevious, 5}, BannedToken: -1}}}, true},
+		{"no token", &device.Batch{Seqs: []device.Seq{{SeqID: 1, BannedToken: -1}}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := mustNew(t, Options{VocabSize: 100, EOS: 99})
+			if err := d.Submit(decode(1, 7, 3)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := d.Collect(nil); err != nil {
+				t.Fatal(err)
+			}
+			_, err := d.Forward(tc.next, nil)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, want an error: %v", err, tc.wantErr)
+			}
+		})
 	}
 }
