@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -34,9 +36,23 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// buildRoseinfer builds cmd/roseinfer into a test directory.
+// buildRoseinfer builds cmd/roseinfer into a test directory ($ROSEINFER_BIN
+// names a prebuilt one instead).
 func buildRoseinfer(t *testing.T) string {
 	t.Helper()
+	if p := os.Getenv("ROSEINFER_BIN"); p != "" {
+		// A prebuilt binary, copied: the tests find leftover processes by
+		// the binary's path, which must be this test's alone.
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bin := filepath.Join(t.TempDir(), "roseinfer")
+		if err := os.WriteFile(bin, data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return bin
+	}
 	root, err := backend.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +119,7 @@ func startBench(t *testing.T, bin, outDir string) (*exec.Cmd, *lockedBuffer) {
 	}
 	args, _ := json.Marshal([]string{"online", "--device", "sim", "--server-args", "--sim-step-us 1000",
 		"--roseinfer-bin", bin, "--trace", tracePath, "--n", "400", "--scales", "1,1", "--ignore-eos",
-		"--warmup-requests", "1", "--start-offset-s", "0.1", "--port-base", "22000", "--output-dir", outDir})
+		"--warmup-requests", "1", "--start-offset-s", "0.1", "--port-base", strconv.Itoa(ephemeralPortBase(t)), "--output-dir", outDir})
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -212,4 +228,16 @@ func TestSecondInterruptExitsNow(t *testing.T) {
 		t.Fatalf("processes left after two Ctrl-C: %v", left)
 	}
 	checkPartial(t, outDir)
+}
+
+// ephemeralPortBase returns a port the kernel just handed out (and took
+// back): a base unlikely to collide with servers other test processes start.
+func ephemeralPortBase(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }

@@ -2,6 +2,7 @@ package offline
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -23,15 +24,17 @@ func TestBothBackendsCPUInputLen256(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	bin, err := backend.BuildRoseinfer(ctx, root, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
+	bin := os.Getenv("ROSEINFER_BIN") // a prebuilt binary, else build one
+	if bin == "" {
+		if bin, err = backend.BuildRoseinfer(ctx, root, t.TempDir()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	o := Default()
 	o.RoseinferBin = bin
 	o.NumPrompts, o.InputLen, o.OutputLen = 3, 256, 4
 	o.WarmupPrompts = 1
-	o.PortBase = 23000
+	o.PortBase = ephemeralPortBase(t)
 	o.RunDir = t.TempDir()
 	rep, err := Run(ctx, o)
 	if err != nil {
@@ -59,4 +62,16 @@ func TestBothBackendsCPUInputLen256(t *testing.T) {
 	if len(backend.Running()) != 0 {
 		t.Error("server still running after the run")
 	}
+}
+
+// ephemeralPortBase returns a port the kernel just handed out (and took
+// back): a base unlikely to collide with servers other test processes start.
+func ephemeralPortBase(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }
