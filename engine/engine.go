@@ -316,7 +316,8 @@ func (e *Engine) step() {
 	if len(plan) > 0 {
 		e.submit(plan)
 	}
-	for e.flights.n > e.numToLeaveInFlight(len(plan) > 0) {
+	keep := e.numToLeaveInFlight(len(plan) > 0)
+	for e.flights.n > keep {
 		e.collect()
 	}
 }

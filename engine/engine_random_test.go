@@ -57,15 +57,19 @@ func eosAt(seed uint64, i int) bool { return seed%4 == 0 && i >= int(seed>>8%24)
 // TestRandomRequests runs 1,000 random requests through a pool small enough
 // to force preemptions, with clients that abort at random points, and checks
 // that every stream is right and that nothing leaks: blocks, sequences,
-// goroutines.
+// goroutines. With overlap the checks are the same: the tokens a stream gets
+// do not depend on how steps were scheduled.
 func TestRandomRequests(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		numRequests int
 		chunked     bool
+		overlap     bool
 	}{
-		{"chunked prefill", 1000, true},
-		{"whole prompts", 300, false},
+		{"chunked prefill", 1000, true, false},
+		{"whole prompts", 300, false, false},
+		{"overlap, chunked prefill", 1000, true, true},
+		{"overlap, whole prompts", 300, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			goroutinesBefore := runtime.NumGoroutine()
@@ -75,6 +79,7 @@ func TestRandomRequests(t *testing.T) {
 			cfg.MaxNumBatchedTokens = 128
 			cfg.ChunkedPrefill = tc.chunked
 			cfg.NumBlocks = 40 // 160 tokens: a few sequences of up to 118 tokens fill it
+			cfg.OverlapSchedule = tc.overlap
 			e, err := New(cfg, d)
 			if err != nil {
 				t.Fatal(err)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"runtime"
 	"testing"
 	"time"
@@ -207,27 +208,31 @@ func TestStopRules(t *testing.T) {
 		{"min_tokens equal to max_tokens", Request{MaxTokens: 4, MinTokens: 4}, 4, FinishLength},
 		{"single token", Request{MaxTokens: 1}, 1, FinishLength},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			d := newSim(t, sim.Options{EOSAt: eosFrom2})
-			e := newEngine(t, baseConfig(), d)
-			req := tc.req
-			req.PromptTokens = prompt(10, 7)
-			req.HasSeed, req.Params.Seed = true, 1234
-			s, err := e.Submit(&req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			outs := collect(t, s)
-			wantTokens, wantFinish := expectedTokens(d, req)
-			if len(wantTokens) != tc.wantLen || wantFinish != tc.wantFinish {
-				t.Fatalf("test table is wrong: reference gives %d tokens, %v", len(wantTokens), wantFinish)
-			}
-			checkOutputs(t, outs, wantTokens, wantFinish)
-			tm := s.Timing()
-			if len(tm.Tokens) != len(outs) || tm.FirstScheduled.Before(tm.Arrival) || tm.Tokens[0].Before(tm.FirstScheduled) || tm.Finished.Before(tm.Tokens[len(tm.Tokens)-1]) {
-				t.Fatalf("timing out of order or incomplete: %+v", tm)
-			}
-		})
+		for _, overlap := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/overlap=%v", tc.name, overlap), func(t *testing.T) {
+				cfg := baseConfig()
+				cfg.OverlapSchedule = overlap
+				d := newSim(t, sim.Options{EOSAt: eosFrom2})
+				e := newEngine(t, cfg, d)
+				req := tc.req
+				req.PromptTokens = prompt(10, 7)
+				req.HasSeed, req.Params.Seed = true, 1234
+				s, err := e.Submit(&req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				outs := collect(t, s)
+				wantTokens, wantFinish := expectedTokens(d, req)
+				if len(wantTokens) != tc.wantLen || wantFinish != tc.wantFinish {
+					t.Fatalf("test table is wrong: reference gives %d tokens, %v", len(wantTokens), wantFinish)
+				}
+				checkOutputs(t, outs, wantTokens, wantFinish)
+				tm := s.Timing()
+				if len(tm.Tokens) != len(outs) || tm.FirstScheduled.Before(tm.Arrival) || tm.Tokens[0].Before(tm.FirstScheduled) || tm.Finished.Before(tm.Tokens[len(tm.Tokens)-1]) {
+					t.Fatalf("timing out of order or incomplete: %+v", tm)
+				}
+			})
+		}
 	}
 }
 
@@ -334,8 +339,16 @@ func TestDeviceErrorEndsTheStepsRequests(t *testing.T) {
 }
 
 func TestCloseAbortsLiveRequestsAndStops(t *testing.T) {
+	for _, overlap := range []bool{false, true} {
+		t.Run(fmt.Sprintf("overlap=%v", overlap), func(t *testing.T) { testCloseAbortsLiveRequestsAndStops(t, overlap) })
+	}
+}
+
+func testCloseAbortsLiveRequestsAndStops(t *testing.T, overlap bool) {
 	before := runtime.NumGoroutine()
-	e, err := New(baseConfig(), newSim(t, sim.Options{StepDuration: time.Millisecond}))
+	cfg := baseConfig()
+	cfg.OverlapSchedule = overlap
+	e, err := New(cfg, newSim(t, sim.Options{StepDuration: time.Millisecond}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,7 +385,15 @@ func TestIdleEngineDoesNotStep(t *testing.T) {
 // The engine loop must not allocate per token: a long request costs about
 // the same number of allocations as a short one.
 func TestNoPerTokenAllocations(t *testing.T) {
-	e := newEngine(t, baseConfig(), newSim(t, sim.Options{}))
+	for _, overlap := range []bool{false, true} {
+		t.Run(fmt.Sprintf("overlap=%v", overlap), func(t *testing.T) { testNoPerTokenAllocations(t, overlap) })
+	}
+}
+
+func testNoPerTokenAllocations(t *testing.T, overlap bool) {
+	cfg := baseConfig()
+	cfg.OverlapSchedule = overlap
+	e := newEngine(t, cfg, newSim(t, sim.Options{}))
 	mallocs := func(maxTokens int) uint64 {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
