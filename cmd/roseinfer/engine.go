@@ -243,6 +243,7 @@ func (o *engineOptions) startEngine(info *modelInfo, log *slog.Logger) (*engine.
 		MaxPending:          o.maxPending,
 		MaxModelLen:         info.cfg.MaxSeqLen,
 		EOSToken:            info.cfg.EOSTokenID,
+		OverlapSchedule:     o.overlapSchedule,
 	}, dev)
 	if err != nil {
 		_ = dev.Close()
