@@ -71,13 +71,21 @@ type Recorder struct {
 	begins    [phase.NumPhases]time.Time
 	spans     []Span
 	truncated bool
-	devSpans  []phase.DeviceSpan // scratch for AppendSpans
 	reported  bool
 
 	// Loop-owned.
 	dev      phase.SpanReporter
 	isDevOn  bool
-	devStart time.Time
+	devSpans []phase.DeviceSpan // scratch for AppendSpans
+	// fwdStarts remembers when recent steps' Forward began, so spans a
+	// device reports when a step is collected (one step later with
+	// overlap) are placed from their own step's start.
+	fwdStarts [4]stepStart
+}
+
+type stepStart struct {
+	step int64
+	at   time.Time
 }
 
 // NewRecorder returns an idle recorder; maxSpans <= 0 means DefaultMaxSpans.
@@ -148,8 +156,35 @@ func (r *Recorder) Begin(p phase.Phase, b *phase.Batch) {
 	if p == phase.Step && r.dev != nil && isInStep != r.isDevOn {
 		r.setDevice(isInStep)
 	}
-	if p == phase.Forward && r.isDevOn {
-		r.devStart = now
+	switch {
+	case p == phase.Forward && r.isDevOn:
+		r.fwdStarts[b.Step%int64(len(r.fwdStarts))] = stepStart{b.Step, now}
+	case p == phase.Emit && r.isDevOn:
+		r.addDeviceSpans(b)
+	}
+}
+
+// addDeviceSpans asks the device for the spans of the step being collected.
+func (r *Recorder) addDeviceSpans(b *phase.Batch) {
+	start := r.fwdStarts[b.Step%int64(len(r.fwdStarts))]
+	spans := r.dev.AppendSpans(r.devSpans[:0])
+	r.devSpans = spans
+	if start.step != b.Step || len(spans) == 0 {
+		return // the step began before the capture (or is not known)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.isActive.Load() || start.at.Before(r.origin) {
+		return
+	}
+	base := start.at.Sub(r.origin)
+	for _, ds := range spans {
+		tr := TrackDeviceCPU
+		if ds.OnGPU {
+			tr = TrackDeviceGPU
+		}
+		r.reported = true
+		r.add(Span{Name: ds.Name, Phase: phase.Forward, Track: tr, Start: base + ds.Start, Dur: ds.Dur, Batch: *b})
 	}
 }
 
@@ -176,18 +211,6 @@ func (r *Recorder) End(p phase.Phase, b *phase.Batch) {
 		name = forwardName(b)
 	}
 	r.add(Span{Name: name, Phase: p, Track: TrackEngine, Start: r.begins[p].Sub(r.origin), Dur: now.Sub(r.begins[p]), Batch: *b})
-	if p == phase.Forward && r.isDevOn {
-		r.devSpans = r.dev.AppendSpans(r.devSpans[:0])
-		base := r.devStart.Sub(r.origin)
-		for _, ds := range r.devSpans {
-			tr := TrackDeviceCPU
-			if ds.OnGPU {
-				tr = TrackDeviceGPU
-			}
-			r.reported = true
-			r.add(Span{Name: ds.Name, Phase: phase.Forward, Track: tr, Start: base + ds.Start, Dur: ds.Dur, Batch: *b})
-		}
-	}
 }
 
 func (r *Recorder) add(s Span) {

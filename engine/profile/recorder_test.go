@@ -244,3 +244,54 @@ func TestWriteChromeTrace(t *testing.T) {
 		t.Errorf("gpu event %+v", gpu)
 	}
 }
+
+// TestRecorderOverlap drives the loop as with overlap scheduling: each
+// iteration plans and submits step k, then waits for and emits step k-1.
+// Device spans belong to the collected step and start from its forward.
+func TestRecorderOverlap(t *testing.T) {
+	dev := &fakeDevice{}
+	r := NewRecorder(0)
+	r.ObserveDevice(dev)
+	r.Start(Window{})
+	for k := int64(1); k <= 3; k++ {
+		cur := phase.Batch{Step: k, NumSeqs: 2, NumDecodeSeqs: 2}
+		prev := phase.Batch{Step: k - 1, NumSeqs: 2, NumDecodeSeqs: 2}
+		r.Begin(phase.Step, &cur)
+		r.Begin(phase.Schedule, &cur)
+		r.End(phase.Schedule, &cur)
+		r.Begin(phase.Forward, &cur)
+		r.End(phase.Forward, &cur)
+		if k > 1 {
+			r.Begin(phase.Wait, &prev)
+			r.End(phase.Wait, &prev)
+			r.Begin(phase.Emit, &prev)
+			r.End(phase.Emit, &prev)
+		}
+		r.End(phase.Step, &cur)
+	}
+	c := r.Stop()
+	fwd := map[int64]Span{}
+	var waits, gpu []Span
+	for _, s := range c.Spans {
+		switch {
+		case s.Track == TrackDeviceGPU:
+			gpu = append(gpu, s)
+		case s.Phase == phase.Forward:
+			fwd[s.Batch.Step] = s
+		case s.Phase == phase.Wait:
+			waits = append(waits, s)
+		}
+	}
+	if len(waits) != 2 || waits[0].Batch.Step != 1 || waits[0].Name != "wait" {
+		t.Errorf("wait spans %+v", waits)
+	}
+	if len(gpu) != 4 || gpu[0].Batch.Step != 1 || gpu[2].Batch.Step != 2 {
+		t.Fatalf("gpu spans %+v", gpu)
+	}
+	for _, g := range gpu {
+		f := fwd[g.Batch.Step]
+		if g.Start < f.Start || (g.Name == "decode" && g.Start != f.Start+10*time.Microsecond) {
+			t.Errorf("gpu span %s of step %d at %v; its forward began at %v", g.Name, g.Batch.Step, g.Start, f.Start)
+		}
+	}
+}

@@ -9,19 +9,23 @@ package phase
 
 import "time"
 
-// Phase is one part of an engine step. Step encloses the other three, which
-// follow each other without gaps.
+// Phase is one part of an engine step. Step (one iteration of the loop)
+// encloses the others. Synchronously an iteration is Schedule, Forward,
+// Emit for one engine step. With overlap scheduling it is Schedule and
+// Forward of step N+1 (Forward is then only the submit to the device), then
+// Wait and Emit of step N, whose results the device finished meanwhile.
 type Phase uint8
 
 const (
-	Step     Phase = iota // one iteration of the engine loop that ran the device
+	Step     Phase = iota // one iteration of the engine loop
 	Schedule              // the scheduler picks sequences, allocates KV blocks; the batch is built
-	Forward               // the device runs the model over the batch and samples the next tokens
+	Forward               // the device runs the model over the batch and samples (async: is handed the batch)
+	Wait                  // async devices: the loop waits for a submitted step's results
 	Emit                  // tokens are appended and sent, finished sequences freed
 	NumPhases
 )
 
-var names = [NumPhases]string{"step", "schedule", "forward", "emit"}
+var names = [NumPhases]string{"step", "schedule", "forward", "wait", "emit"}
 
 // String is the phase's name as it appears in traces and NVTX ranges.
 func (p Phase) String() string {
@@ -31,9 +35,10 @@ func (p Phase) String() string {
 	return "unknown"
 }
 
-// Batch describes the step being observed. The engine fills Step when the
-// step begins and the counts once the batch is built (they are zero during
-// Schedule's Begin). Observers must not keep the pointer.
+// Batch describes the engine step a phase belongs to. For Step, Schedule and
+// Forward that is the step being planned (counts are zero at Schedule's
+// Begin, set once the batch is built); for Wait and Emit the step whose
+// results are collected. Observers must not keep the pointer.
 type Batch struct {
 	Step             int64 // 1-based step number of this engine
 	NumSeqs          int   // sequences in the device batch
@@ -99,15 +104,15 @@ func (m multi) End(p Phase, b *Batch) {
 // CUDA-event times of its prefill, decode and sampling kernels.
 type DeviceSpan struct {
 	Name  string        // e.g. "prefill", "decode", "sample"
-	Start time.Duration // from the beginning of the Forward call (GPU spans: from the first event)
+	Start time.Duration // from the beginning of the step's Forward phase (GPU spans: from its first event)
 	Dur   time.Duration
 	OnGPU bool // measured on the device's clock rather than the host's
 }
 
 // SpanReporter is implemented by devices that time parts of their own
-// Forward. A profiler asks for the spans after each Forward it records; the
-// device appends the spans of its most recent Forward to dst. A device
-// measures only while profiling is on (see SpanReporter's EnableSpans).
+// steps. A profiler asks for a step's spans once its results are collected
+// (at Emit's Begin); the device appends the spans of the step it returned
+// last. A device measures only while profiling is on (EnableSpans).
 type SpanReporter interface {
 	// EnableSpans turns per-Forward measurement on or off. It is called
 	// from the engine loop's goroutine, between steps.
