@@ -137,11 +137,11 @@ func TestBatchInvariance(t *testing.T) {
 			if tc.wantPreemption != (st.NumPreemptions > 0) {
 				t.Errorf("%d preemptions", st.NumPreemptions)
 			}
-			t.Log(describe(st, numCached))
+			t.Log(describeRun(st, numCached))
 		})
 	}
 }
 
-func describe(st Stats, numCached int) string {
+func describeRun(st Stats, numCached int) string {
 	return fmt.Sprintf("%d steps, %d preemptions, %d cached prompt tokens", st.NumSteps, st.NumPreemptions, numCached)
 }

@@ -368,7 +368,15 @@ func testCloseAbortsLiveRequestsAndStops(t *testing.T, overlap bool) {
 }
 
 func TestIdleEngineDoesNotStep(t *testing.T) {
-	e := newEngine(t, baseConfig(), newSim(t, sim.Options{}))
+	for _, overlap := range []bool{false, true} {
+		t.Run(fmt.Sprintf("overlap=%v", overlap), func(t *testing.T) { testIdleEngineDoesNotStep(t, overlap) })
+	}
+}
+
+func testIdleEngineDoesNotStep(t *testing.T, overlap bool) {
+	cfg := baseConfig()
+	cfg.OverlapSchedule = overlap
+	e := newEngine(t, cfg, newSim(t, sim.Options{}))
 	s, err := e.Submit(&Request{PromptTokens: prompt(1, 4), MaxTokens: 3})
 	if err != nil {
 		t.Fatal(err)
