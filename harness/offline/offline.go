@@ -20,6 +20,7 @@ import (
 
 	"github.com/roseinfer/roseinfer/engine/sample"
 	"github.com/roseinfer/roseinfer/harness/backend"
+	"github.com/roseinfer/roseinfer/harness/run"
 	"github.com/roseinfer/roseinfer/results"
 )
 
@@ -117,6 +118,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		SummaryPath: filepath.Join(runDir, results.OfflineSummaryFile)}
 	start := time.Now()
 	out := &results.Offline{Meta: o.meta()}
+	versions := run.Versions(ctx)
+	out.Meta[results.MetaVersions] = versions
 	backendWall := map[string]float64{}
 	out.Meta["backend_wall_s"] = backendWall
 	out.Meta["run_start_time"] = start.Format(timeFormat)
@@ -178,6 +181,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		} else {
 			fmt.Fprintf(o.Log, "[%s] %.2f req/s, %.2f output tok/s, %.2f total tok/s, %.3f s\n", label,
 				res.RequestThroughputRPS, res.OutputThroughputTPS, res.TotalThroughputTPS, res.TotalS)
+		}
+		if v, ok := res.Extra["version"].(string); ok && v != "" {
+			versions[label] = v
 		}
 		out.Results = append(out.Results, res)
 		if err := write(); err != nil {
@@ -255,7 +261,6 @@ func (o *Options) meta() map[string]any {
 		"max_batch_size": o.MaxBatchSize,
 		"warmup_prompts": o.WarmupPrompts,
 		"backends":       o.Backends,
-		"versions":       map[string]any{},
 		// Additions.
 		"prefix_cache": o.PrefixCache,
 		"server_args":  strings.Join(o.ServerArgs, " "),
