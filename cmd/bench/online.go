@@ -124,6 +124,7 @@ partial results. Exit status: 0 ok, 1 a backend or scale failed, 130 interrupted
 	f.Float64Var(&o.TopP, "top-p", o.TopP, "nucleus sampling top_p")
 	f.IntVar(&o.TopK, "top-k", o.TopK, "top_k (sent as an extra field)")
 	f.BoolVar(&o.IgnoreEOS, "ignore-eos", false, "send ignore_eos so every request generates its full output length")
+	f.StringVar(&o.Endpoint, "endpoint", "completions", "completions (token-id prompts) or chat (/v1/chat/completions; prompt text from the GPT-2 tokenizer)")
 	f.IntVar(&o.WarmupRequests, "warmup-requests", o.WarmupRequests, "sequential warmup requests per backend before the first scale (0 = none)")
 	f.IntVar(&o.WarmupInputLen, "warmup-input-len", o.WarmupInputLen, "warmup prompt tokens")
 	f.IntVar(&o.WarmupOutputLen, "warmup-output-len", o.WarmupOutputLen, "warmup max_tokens")

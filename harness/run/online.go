@@ -221,14 +221,16 @@ func makeRunDir(exact, parent, kind string) (string, error) {
 
 // backendRun is one backend's part of an online run.
 type backendRun struct {
-	o      *OnlineOptions
-	w      *workload
-	slo    sloConfig
-	spec   backend.Spec
-	launch backend.LaunchOptions
-	out    *results.Online
-	rep    *Report
-	write  func() error
+	o    *OnlineOptions
+	w    *workload
+	slo  sloConfig
+	spec backend.Spec
+	// endpoint is the route requests go to (--endpoint applied).
+	endpoint client.Endpoint
+	launch   backend.LaunchOptions
+	out      *results.Online
+	rep      *Report
+	write    func() error
 }
 
 func (br *backendRun) fail(rec *results.Backend, msg string) {
@@ -278,20 +280,23 @@ func (br *backendRun) run(ctx, abort context.Context, versions map[string]any) {
 	if model == "" {
 		model = "gpt2"
 	}
-	bodies, err := br.w.bodies(o, model, br.spec.Quirks)
+	q := quirks(o, br.spec.Quirks)
+	br.endpoint = q.Endpoint
+	bodies, err := br.w.bodies(o, model, q)
 	if err != nil {
 		br.fail(rec, err.Error())
 		return
 	}
-	c := client.New(client.Options{BaseURL: srv.BaseURL, MaxConcurrency: len(bodies), Timeout: o.RequestTimeout})
+	c := client.New(client.Options{BaseURL: srv.BaseURL, MaxConcurrency: len(bodies), Timeout: o.RequestTimeout,
+		CountTokens: countTokens})
 	defer c.Close()
 
-	warm, err := br.w.warmupBodies(o, model, br.spec.Quirks)
+	warm, err := br.w.warmupBodies(o, model, q)
 	if err != nil {
 		br.fail(rec, err.Error())
 		return
 	}
-	warmupTime, err := replay.Warmup(ctx, c, br.spec.Quirks.Endpoint, warm)
+	warmupTime, err := replay.Warmup(ctx, c, q.Endpoint, warm)
 	rec.Timing.WarmupS = warmupTime.Seconds()
 	if err != nil {
 		if ctx.Err() == nil {
@@ -331,7 +336,7 @@ func (br *backendRun) runScale(ctx, abort context.Context, c *client.Client, srv
 		if o.Progress != nil {
 			bar = o.Progress.Start(label, scale, round, o.Repeat, len(items))
 		}
-		r := replay.Run(ctx, items, replay.Options{Client: c, Endpoint: br.spec.Quirks.Endpoint, RequestContext: abort,
+		r := replay.Run(ctx, items, replay.Options{Client: c, Endpoint: br.endpoint, RequestContext: abort,
 			OnDone: func(*results.Request) {
 				if bar != nil {
 					bar.Add(1)

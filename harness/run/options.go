@@ -55,6 +55,7 @@ type OnlineOptions struct {
 	TopP                 float64
 	TopK                 int
 	IgnoreEOS            bool
+	Endpoint             string // completions (default) or chat
 
 	// Measurement.
 	WarmupRequests     int
@@ -126,6 +127,8 @@ func (o *OnlineOptions) Validate() error {
 		return errors.New("--temperature must not be negative")
 	case o.SendLagThresholdMs <= 0:
 		return errors.New("--send-lag-threshold-ms must be positive")
+	case o.Endpoint != "" && o.Endpoint != "completions" && o.Endpoint != "chat":
+		return fmt.Errorf("--endpoint %q: want completions or chat", o.Endpoint)
 	}
 	for _, s := range o.Scales {
 		if !(s > 0) || math.IsInf(s, 0) {

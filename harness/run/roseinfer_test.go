@@ -400,3 +400,32 @@ func ephemeralPortBase(t *testing.T) int {
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
 }
+
+// --endpoint chat sends text prompts to /v1/chat/completions; the role-only
+// opener is not a token, and every request still yields exactly its tokens.
+func TestSimChatEndpoint(t *testing.T) {
+	o := simOptions(t, 500)
+	o.Endpoint = "chat"
+	o.TracePath = burstTrace(t, 10, 50, 24, 8)
+	o.N = 10
+	rep, err := Online(context.Background(), context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Failures) != 0 {
+		t.Fatalf("failures: %v", rep.Failures)
+	}
+	on, err := results.LoadOnline(rep.ResultsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := on.Summaries[0]
+	if s.NumSuccess != 10 || s.TotalOutputTokens != 80 {
+		t.Errorf("%d/%d ok with %d tokens, want 10 with 80", s.NumSuccess, s.NumRequests, s.TotalOutputTokens)
+	}
+	for _, r := range on.ByBackend["roseinfer"].Runs[0].RequestMetrics {
+		if r.UsagePromptTokens == nil || *r.UsagePromptTokens < 24 {
+			t.Errorf("request %d: server counted %v prompt tokens, want the 24-token text plus the chat template", r.Index, r.UsagePromptTokens)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package run
 import (
 	"fmt"
 
+	"github.com/roseinfer/roseinfer/engine/tokenizer"
 	"github.com/roseinfer/roseinfer/harness/client"
 	"github.com/roseinfer/roseinfer/harness/replay"
 	"github.com/roseinfer/roseinfer/traces"
@@ -64,13 +65,51 @@ func loadWorkload(o *OnlineOptions) (*workload, error) {
 	return &workload{trace: tr, context: ctx, rows: rows, prompts: prompts, warmup: base}, nil
 }
 
+// promptText is the text of a token-id prompt, for servers (and the chat
+// endpoint) that take text. As in the original, a prefix cut inside a word
+// may re-tokenize to a slightly different length; servers that take ids get
+// the ids themselves.
+func promptText(ids []int32, q client.Quirks) (string, error) {
+	if q.PromptAsTokenIDs && q.Endpoint != client.ChatCompletions {
+		return "", nil
+	}
+	tok, err := tokenizer.Default()
+	if err != nil {
+		return "", fmt.Errorf("GPT-2 tokenizer for text prompts: %w", err)
+	}
+	return tok.Decode(ids), nil
+}
+
+// countTokens is the client's last-resort token counter (a server that sends
+// only text): the GPT-2 tokenizer, so counts are approximate and marked so.
+func countTokens(text string) int {
+	tok, err := tokenizer.Default()
+	if err != nil {
+		return 1
+	}
+	return len(tok.Encode(text))
+}
+
+// quirks is the backend's request shape with --endpoint applied.
+func quirks(o *OnlineOptions, q client.Quirks) client.Quirks {
+	if o.Endpoint == "chat" {
+		q.Endpoint = client.ChatCompletions
+	}
+	return q
+}
+
 // bodies encodes every row's request for one backend.
 func (w *workload) bodies(o *OnlineOptions, model string, q client.Quirks) ([][]byte, error) {
 	out := make([][]byte, len(w.rows))
 	for i, r := range w.rows {
+		text, err := promptText(w.prompts[i], q)
+		if err != nil {
+			return nil, err
+		}
 		b, err := client.BuildBody(client.Params{
 			Model:        model,
 			PromptTokens: w.prompts[i],
+			PromptText:   text,
 			MaxTokens:    r.OutputLen,
 			Temperature:  o.Temperature,
 			TopP:         o.TopP,
@@ -90,9 +129,14 @@ func (w *workload) warmupBodies(o *OnlineOptions, model string, q client.Quirks)
 	if o.WarmupRequests == 0 {
 		return nil, nil
 	}
+	text, err := promptText(w.warmup, q)
+	if err != nil {
+		return nil, err
+	}
 	b, err := client.BuildBody(client.Params{
 		Model:        model,
 		PromptTokens: w.warmup,
+		PromptText:   text,
 		MaxTokens:    max(1, o.WarmupOutputLen),
 		Temperature:  o.Temperature,
 		TopP:         o.TopP,
