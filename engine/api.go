@@ -7,6 +7,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/roseinfer/roseinfer/engine/profile/phase"
 	"github.com/roseinfer/roseinfer/engine/sample"
 )
 
@@ -26,6 +27,10 @@ type Config struct {
 	// OverlapSchedule plans and submits step N+1 while step N runs, when the
 	// device is a device.AsyncDevice; other devices run synchronously.
 	OverlapSchedule bool
+	// Observer, when set, is told when each phase of a step begins and ends
+	// (engine/profile's recorder, NVTX ranges); nil costs one comparison
+	// per phase.
+	Observer phase.Observer
 }
 
 // Request is one generation request in token ids; the server tokenizes.

@@ -55,6 +55,7 @@ type Engine struct {
 	batch         device.Batch // reused every step
 	flights       flights      // steps submitted to the device, not yet collected
 	numSteps      int64
+	obs           observer // Config.Observer's view of the loop (observe.go)
 }
 
 // Stream is one request's output.
@@ -106,6 +107,7 @@ func New(cfg Config, dev device.Device) (*Engine, error) {
 		done:    make(chan struct{}),
 		streams: make(map[uint64]*Stream),
 		batch:   device.Batch{Seqs: make([]device.Seq, 0, cfg.MaxNumSeqs)},
+		obs:     observer{obs: cfg.Observer},
 	}
 	if a, ok := dev.(device.AsyncDevice); ok && cfg.OverlapSchedule {
 		e.async = a
@@ -303,7 +305,10 @@ func (e *Engine) intake() bool {
 // (device.FromPrevious). A sequence that finishes at step N may already be
 // in step N+1; that result is dropped.
 func (e *Engine) step() {
+	e.obs.stepBegin(e.numSteps + 1)
 	plan := e.sched.Schedule()
+	e.obs.planned(len(plan))
+	defer e.obs.stepEnd()
 	if len(plan) == 0 && e.flights.n == 0 {
 		// Cannot happen with validated requests (each fits the pool alone);
 		// if it does, wait instead of spinning.
@@ -340,11 +345,13 @@ func (e *Engine) submit(plan []scheduler.Scheduled) {
 	e.numSteps++
 	f := e.flights.push(plan)
 	e.buildBatch(f.plan)
+	e.obs.forwardBegin(f.plan)
 	if e.async != nil {
 		f.err = e.async.Submit(&e.batch)
 	} else {
 		f.sampled, f.err = e.dev.Forward(&e.batch, f.sampled[:0])
 	}
+	e.obs.forwardEnd()
 	clear(e.batch.Seqs) // drop references to token slices until the next step
 	e.sched.Dispatch(f.plan)
 }
@@ -354,9 +361,12 @@ func (e *Engine) submit(plan []scheduler.Scheduled) {
 func (e *Engine) collect() {
 	f := e.flights.pop()
 	defer clear(f.plan) // hold no finished sequence until the slot is reused
+	e.obs.collectBegin(e.async != nil && f.err == nil)
+	defer e.obs.emitEnd()
 	if e.async != nil && f.err == nil {
 		f.sampled, f.err = e.async.Collect(f.sampled[:0])
 	}
+	e.obs.emitBegin()
 	if f.err != nil {
 		// Ended before Complete, so its blocks are freed, never committed
 		// to the prefix cache: their KV may be garbage.
