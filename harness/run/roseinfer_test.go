@@ -194,8 +194,14 @@ func fidelityRun(t *testing.T) ([]string, bool) {
 	if s.NumSuccess != 300 || s.TotalOutputTokens != 300*8 {
 		t.Fatalf("%d/%d ok, %d tokens; want all 300 with exactly 8 tokens", s.NumSuccess, s.NumRequests, s.TotalOutputTokens)
 	}
-	if s.NetworkMs == nil || s.ITLClientMinusServerMs == nil {
+	if s.NetworkMs == nil {
 		t.Fatal("no server timing in the results")
+	}
+	if s.ITLClientMinusServerMs == nil {
+		// Every stream arrived as one chunk: a starved server merged all
+		// its tokens, so there is no client gap to compare.
+		t.Logf("no request had two chunks (the server merged every stream): attempt not judged")
+		return nil, false
 	}
 	srvTPOT := serverTPOTMs(on.ByBackend["roseinfer"].Runs[0].RequestMetrics)
 	t.Logf("TPOT p50 %.4f ms (server %.4f), ITL p50 %.4f ms (client-server p50 %.4f), TTFT-server p50 %.3f p99 %.3f ms, send lag p50 %.3f p99 %.3f ms; wake-up lateness p50 %.3f p99 %.3f ms",
