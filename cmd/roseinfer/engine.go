@@ -17,6 +17,8 @@ import (
 	"github.com/roseinfer/roseinfer/engine/device/cuda"
 	"github.com/roseinfer/roseinfer/engine/device/sim"
 	"github.com/roseinfer/roseinfer/engine/model"
+	"github.com/roseinfer/roseinfer/engine/profile"
+	"github.com/roseinfer/roseinfer/engine/profile/phase"
 	"github.com/roseinfer/roseinfer/engine/tokenizer"
 )
 
@@ -43,6 +45,10 @@ type engineOptions struct {
 	cudaGraph            bool
 	overlapSchedule      bool // accepted for the harness's ablations; the engine has no overlap yet
 	gpuMemoryUtilization float64
+
+	// recorder, when set (serve), records the engine's phases for
+	// /start_profile's trace.json.
+	recorder *profile.Recorder
 }
 
 // builtinPreset is the model served without --model.
@@ -232,6 +238,11 @@ func (o *engineOptions) startEngine(info *modelInfo, log *slog.Logger) (*engine.
 	if err != nil {
 		return nil, err
 	}
+	var observer phase.Observer
+	if o.recorder != nil {
+		o.recorder.ObserveDevice(dev) // GPU times, if the device reports them
+		observer = o.recorder
+	}
 	eng, err := engine.New(engine.Config{
 		MaxNumSeqs:          o.maxNumSeqs,
 		MaxNumBatchedTokens: o.maxNumBatchedTokens,
@@ -244,6 +255,7 @@ func (o *engineOptions) startEngine(info *modelInfo, log *slog.Logger) (*engine.
 		MaxModelLen:         info.cfg.MaxSeqLen,
 		EOSToken:            info.cfg.EOSTokenID,
 		OverlapSchedule:     o.overlapSchedule,
+		Observer:            observer,
 	}, dev)
 	if err != nil {
 		_ = dev.Close()

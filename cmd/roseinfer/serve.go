@@ -82,9 +82,10 @@ func runServe(ctx context.Context, o serveOptions, logOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// The profiler's pprof tool works on its own; its phase trace fills only
-	// once the engine reports phases to the recorder.
-	prof := profile.New(profile.NewRecorder(0), profile.Options{
+	// The engine reports its phases to the profiler's recorder (trace.json
+	// of /start_profile); the pprof tool works on its own.
+	o.recorder = profile.NewRecorder(0)
+	prof := profile.New(o.recorder, profile.Options{
 		Info: map[string]string{"model": info.name, "device": info.device}})
 	defer prof.Close()
 	srv, err := server.New(server.Config{
