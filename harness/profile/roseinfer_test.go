@@ -1,0 +1,185 @@
+package profile
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	gprofile "github.com/google/pprof/profile"
+
+	"github.com/roseinfer/roseinfer/harness/backend"
+	"github.com/roseinfer/roseinfer/harness/run"
+	"github.com/roseinfer/roseinfer/results"
+)
+
+// buildRoseinfer builds cmd/roseinfer into a temp dir ($ROSEINFER_BIN names
+// a prebuilt one instead).
+func buildRoseinfer(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("ROSEINFER_BIN"); p != "" {
+		return p
+	}
+	root, err := backend.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	bin, err := backend.BuildRoseinfer(ctx, root, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// burstTrace writes a BurstGPT-format trace of n requests, rate per second.
+func burstTrace(t *testing.T, n int, rate float64, inputLen, outputLen int) string {
+	var b strings.Builder
+	b.WriteString("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n")
+	for i := range n {
+		fmt.Fprintf(&b, "%.6f,ChatGPT,%d,%d,%d,Conversation log\n", float64(i)/rate, inputLen, outputLen, inputLen+outputLen)
+	}
+	path := filepath.Join(t.TempDir(), "trace.csv")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestOnlineRoseinferAllTools is the CPU acceptance check: the profile
+// stage against the real `roseinfer serve --device sim` with --profile all
+// and no nsys on the machine. torch and pprof captures leave files that
+// parse (pprof with the pprof profile package, trace.json as a Chrome
+// trace with the engine's phases); nsys fails with profile_error and the
+// stage goes on.
+func TestOnlineRoseinferAllTools(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs roseinfer")
+	}
+	bench := run.DefaultOnline()
+	bench.RoseinferBin = buildRoseinfer(t)
+	bench.Device = "sim"
+	bench.ServerArgs = []string{"--sim-step-us", "2000"}
+	bench.TracePath = burstTrace(t, 40, 50, 64, 16)
+	bench.N = 40
+	bench.MaxOutputLen = 16
+	bench.StartOffsetS = 0.1
+	bench.IgnoreEOS = true
+	bench.WarmupRequests = 2
+	bench.WarmupOutputLen = 4
+	bench.ServerCPUs, bench.ClientCPUs = "", ""
+	bench.PortBase = 30000 + int(time.Now().UnixNano()%20000)
+	bench.OutputDir = t.TempDir()
+
+	p := DefaultOptions()
+	p.Profile, p.Only, p.N, p.Scale = "all", true, 12, 1
+	p.NsysBin = filepath.Join(t.TempDir(), "nsys") // not there
+	p.TorchNumSteps = 0                            // every step
+	var log bytes.Buffer
+	rep, err := Online(context.Background(), p, OnlineInput{Bench: bench, Log: &log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(log.String())
+	m, err := results.LoadProfileManifest(rep.ManifestPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := runByKey(m)
+	if len(m.Runs) != 3 || len(rep.Failures) != 1 {
+		t.Fatalf("runs %d, failures %v", len(m.Runs), rep.Failures)
+	}
+	if r := runs["nsys/roseinfer"]; r.ProfileError == nil || !strings.HasPrefix(*r.ProfileError, "nsys not available") {
+		t.Errorf("nsys run: %+v", r)
+	}
+	for _, tool := range []string{ToolTorch, ToolPprof} {
+		r := runs[tool+"/roseinfer"]
+		if r.ProfileError != nil {
+			t.Fatalf("%s: %s", tool, *r.ProfileError)
+		}
+		if r.NumRequests != 12 || r.NumSuccess != 12 {
+			t.Errorf("%s: %d of %d requests succeeded", tool, r.NumSuccess, r.NumRequests)
+		}
+		kinds := map[string]string{}
+		for _, f := range r.Files {
+			if _, err := os.Stat(f.Path); err != nil {
+				t.Errorf("%s: %v", tool, err)
+			}
+			kinds[f.Kind] = f.Path
+		}
+		checkChromeTrace(t, tool, kinds["chrome_trace"])
+		if tool == ToolTorch && len(r.Files) != 1 {
+			t.Errorf("torch: files %+v, want trace.json only", r.Files)
+		}
+		if tool != ToolPprof {
+			continue
+		}
+		for _, kind := range []string{"pprof_cpu", "pprof_goroutine", "pprof_block", "pprof_mutex"} {
+			checkPprof(t, kind, kinds[kind])
+		}
+		if len(r.Pprof) != 4 || r.Trace == nil {
+			t.Errorf("pprof: %d pprof summaries, trace summary %v", len(r.Pprof), r.Trace)
+		}
+		for _, s := range r.Pprof {
+			if s.Kind == "pprof_goroutine" && (s.Total == 0 || len(s.Top) == 0) {
+				t.Errorf("goroutine summary empty: %+v", s)
+			}
+		}
+		var stop struct {
+			Status   string
+			NumSteps int64 `json:"num_steps"`
+		}
+		if err := json.Unmarshal(r.StopProfile, &stop); err != nil || stop.Status != "ok" || stop.NumSteps == 0 {
+			t.Errorf("stop_profile answer %s: %v", r.StopProfile, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(rep.RunDir, "roseinfer.profile_pprof.server.log")); err != nil {
+		t.Error(err)
+	}
+	if _, err := os.Stat(filepath.Join(rep.RunDir, results.OnlineResultsFile)); err == nil {
+		t.Error("--profile-only wrote benchmark results")
+	}
+}
+
+// checkChromeTrace parses path as a Chrome trace and checks it has the
+// engine's phases with plausible counts.
+func checkChromeTrace(t *testing.T, tool, path string) {
+	t.Helper()
+	s, err := results.SummarizeChromeTrace(path)
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	counts := map[string]int{}
+	for _, p := range s.Phases {
+		if p.Track == "engine loop" {
+			counts[p.Name] += p.Count
+		}
+	}
+	forwards := counts["forward/prefill"] + counts["forward/decode"] + counts["forward/mixed"]
+	if counts["step"] == 0 || counts["schedule"] != counts["step"] || forwards == 0 || counts["emit"] != forwards ||
+		counts["forward/decode"] == 0 {
+		t.Errorf("%s: trace phases %v", tool, counts)
+	}
+}
+
+func checkPprof(t *testing.T, kind, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("%s: %v", kind, err)
+	}
+	defer f.Close()
+	p, err := gprofile.Parse(f)
+	if err == nil {
+		err = p.CheckValid()
+	}
+	if err != nil {
+		t.Errorf("%s: %s: %v", kind, path, err)
+	}
+}
