@@ -14,6 +14,7 @@ import (
 	gprofile "github.com/google/pprof/profile"
 
 	"github.com/roseinfer/roseinfer/harness/backend"
+	"github.com/roseinfer/roseinfer/harness/offline"
 	"github.com/roseinfer/roseinfer/harness/run"
 	"github.com/roseinfer/roseinfer/results"
 )
@@ -181,5 +182,43 @@ func checkPprof(t *testing.T, kind, path string) {
 	}
 	if err != nil {
 		t.Errorf("%s: %s: %v", kind, path, err)
+	}
+}
+
+// TestOfflineRoseinferTorch profiles both offline labels with the torch
+// tool: each gets a fresh server, a batch of fixed-length prompts, and a
+// trace.json with the engine's phases.
+func TestOfflineRoseinferTorch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs roseinfer")
+	}
+	bench := offline.Default()
+	bench.RoseinferBin = buildRoseinfer(t)
+	bench.Device = "sim"
+	bench.SimStep = time.Millisecond
+	bench.WarmupPrompts = 1
+	bench.PortBase = 30000 + int(time.Now().UnixNano()%20000)
+	bench.OutputDir = t.TempDir()
+	p := DefaultOptions()
+	p.Profile, p.NumPrompts, p.InputLen, p.OfflineOutLen = "torch", 4, 32, 8
+	rep, err := Offline(context.Background(), p, OfflineInput{Bench: bench})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := results.LoadProfileManifest(rep.ManifestPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Runs) != 2 || len(rep.Failures) != 0 || m.Meta["profile_num_prompts"] != 4.0 {
+		t.Fatalf("runs %+v, failures %v, meta %v", m.Runs, rep.Failures, m.Meta)
+	}
+	for _, r := range m.Runs {
+		if r.NumSuccess != 4 || len(r.Files) != 1 {
+			t.Errorf("%s: %d ok, files %+v", r.Backend, r.NumSuccess, r.Files)
+		}
+		checkChromeTrace(t, r.Backend, r.Files[0].Path)
+		if !strings.Contains(strings.Join(r.Cmd, " "), "--sim-step-us 1000") {
+			t.Errorf("%s: cmd %q lacks the run's engine flags", r.Backend, r.Cmd)
+		}
 	}
 }

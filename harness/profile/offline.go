@@ -1,0 +1,150 @@
+package profile
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/roseinfer/roseinfer/harness/backend"
+	"github.com/roseinfer/roseinfer/harness/client"
+	"github.com/roseinfer/roseinfer/harness/offline"
+	"github.com/roseinfer/roseinfer/harness/replay"
+	"github.com/roseinfer/roseinfer/harness/run"
+)
+
+// OfflineInput is what bench offline's profile stage needs besides its flags.
+type OfflineInput struct {
+	Bench offline.Options // the throughput run's settings (backends, device, engine flags, sampling)
+	// RunDir is the throughput run's directory; "" makes a new
+	// offline_<YYYYmmdd_HHMMSS> under Bench.OutputDir (--profile-only).
+	RunDir string
+	Log    io.Writer
+}
+
+// offlineVocabSize is GPT-2's, as the offline run's prompts use.
+const offlineVocabSize = 50257
+
+// Offline runs bench offline's profile stage (F.2): per (tool, backend) a
+// fresh `roseinfer serve` with the throughput run's engine settings gets
+// --profile-num-prompts prompts of --profile-input-len tokens at once, each
+// generating --profile-output-len tokens. The in-process label (roseinfer)
+// is profiled through a server too: the engine is the same, and the
+// profiler's endpoints are the server's. Under nsys the pinning prefix, if
+// any, wraps nsys, as the original's offline stage.
+func Offline(ctx context.Context, p Options, in OfflineInput) (*Report, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	tools, err := p.Tools()
+	if err != nil || len(tools) == 0 {
+		return nil, err
+	}
+	o := &in.Bench
+	specs, skipped, err := offlineSpecs(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	runDir, err := runDirFor(in.RunDir, o.RunDir, o.OutputDir, "offline")
+	if err != nil {
+		return nil, err
+	}
+	labels := make([]string, len(specs))
+	for i, s := range specs {
+		labels[i] = s.Label
+	}
+	meta := map[string]any{
+		"profile":                  p.Profile,
+		"profile_only":             p.Only,
+		"profile_num_prompts":      p.NumPrompts,
+		"profile_input_len":        p.InputLen,
+		"profile_output_len":       p.OfflineOutLen,
+		"server_cpus":              nil,
+		"tools":                    tools,
+		"backends":                 labels,
+		"trtllm_profile_record_gc": p.TRTLLMProfileRecordGC,
+		"versions":                 run.Versions(ctx),
+		// Ours.
+		"device":           o.Device,
+		"profile_nsys_bin": p.NsysBin,
+	}
+	if len(skipped) > 0 {
+		meta["skipped"] = skipped
+	}
+	st := newStage(&p, runDir, in.Log, meta)
+	st.nsysWrap, st.tasksetOutside = nsysOfflineArgv, true
+	st.work = &offlineWorkload{o: o, p: &p}
+	st.model = o.Model
+	st.launch = backend.LaunchOptions{Host: o.Host, PortBase: o.PortBase, UsedPorts: map[int]bool{}, RunDir: runDir,
+		ReadyTimeout: o.TimeoutReady}
+	return st.rep, st.run(ctx, tools, specs)
+}
+
+// offlineSpecs are the roseinfer servers for the offline labels, with the
+// flags the throughput run's server uses.
+func offlineSpecs(ctx context.Context, o *offline.Options) ([]backend.Spec, []string, error) {
+	var specs []backend.Spec
+	var skipped []string
+	for _, label := range o.Backends {
+		if BaseBackend(label) != baseRoseinfer {
+			skipped = append(skipped, label+": offline profiling covers roseinfer only in this build")
+			continue
+		}
+		bin := o.RoseinferBin
+		if bin == "" {
+			var err error
+			if bin, err = backend.FindRoseinfer(ctx); err != nil {
+				return nil, nil, err
+			}
+		}
+		flags := []string{"--max-num-seqs", strconv.Itoa(o.MaxBatchSize)}
+		if o.Device == "sim" && o.SimStep > 0 {
+			flags = append(flags, "--sim-step-us", strconv.FormatInt(o.SimStep.Microseconds(), 10))
+		}
+		if !o.PrefixCache {
+			flags = append(flags, "--no-prefix-cache")
+		}
+		specs = append(specs, backend.Roseinfer(backend.RoseinferOptions{Binary: bin, Label: label, Device: o.Device,
+			Model: o.Model, Flags: append(flags, o.ServerArgs...)}))
+	}
+	return specs, skipped, nil
+}
+
+// offlineWorkload is the fixed-length batch: all prompts at time 0.
+type offlineWorkload struct {
+	o *offline.Options
+	p *Options
+}
+
+func (w *offlineWorkload) body(model string, prompt []int32, maxTokens int, q client.Quirks) ([]byte, error) {
+	return client.BuildBody(client.Params{Model: model, PromptTokens: prompt, MaxTokens: maxTokens,
+		Temperature: w.o.Temperature, TopP: w.o.TopP, TopK: w.o.TopK, IgnoreEOS: w.o.IgnoreEOS}, q)
+}
+
+// warmupBodies are the throughput run's warmup prompts (up to 16 tokens
+// each), sent one after another.
+func (w *offlineWorkload) warmupBodies(model string, q client.Quirks) ([][]byte, error) {
+	prompts := offline.RandomPrompts(w.o.WarmupPrompts, w.p.InputLen, offlineVocabSize, w.o.Seed+1)
+	out := make([][]byte, len(prompts))
+	for i, pr := range prompts {
+		b, err := w.body(model, pr, min(16, w.p.OfflineOutLen), q)
+		if err != nil {
+			return nil, fmt.Errorf("warmup prompt %d: %w", i, err)
+		}
+		out[i] = b
+	}
+	return out, nil
+}
+
+func (w *offlineWorkload) items(model string, q client.Quirks) ([]replay.Item, error) {
+	prompts := offline.RandomPrompts(w.p.NumPrompts, w.p.InputLen, offlineVocabSize, w.o.Seed)
+	items := make([]replay.Item, len(prompts))
+	for i, pr := range prompts {
+		b, err := w.body(model, pr, w.p.OfflineOutLen, q)
+		if err != nil {
+			return nil, fmt.Errorf("prompt %d: %w", i, err)
+		}
+		items[i] = replay.Item{Index: i, InputLen: len(pr), OutputLen: w.p.OfflineOutLen, Body: b}
+	}
+	return items, nil
+}
