@@ -72,6 +72,8 @@ func smallOptions(t *testing.T, baseURL string) OnlineOptions {
 	o.WarmupRequests = 2
 	o.WarmupOutputLen = 2
 	o.RunDir = t.TempDir()
+	// The default CPU split would pin this test process for later tests.
+	o.ServerCPUs, o.ClientCPUs = NoPinning, NoPinning
 	return o
 }
 
