@@ -38,8 +38,12 @@ func sampleRowsGPU(t *testing.T, g *gpu, logits []float32, ld, V int, ps []sampl
 func TestSamplerMatchesCPU(t *testing.T) {
 	g := testGPU(t)
 	r := rand.New(rand.NewPCG(7, 8))
-	for _, V := range []int{50257, 1000, 3} {
-		const M = 96
+	for _, tc := range []struct {
+		V      int
+		padded bool // rows 16-byte aligned with NaN padding (the device's layout) instead of packed
+	}{{50257, false}, {50257, true}, {1000, false}, {3, false}, {3, true}} {
+		V := tc.V
+		const M = 160
 		logits := make([]float32, M*V)
 		ps := make([]sample.Params, M)
 		index := make([]int, M)
@@ -47,15 +51,24 @@ func TestSamplerMatchesCPU(t *testing.T) {
 		for i := 0; i < M; i++ {
 			scale := []float32{0.5, 3, 10}[i%3]
 			copy(logits[i*V:], randn(r, V, scale))
-			if i%7 == 0 { // ties and -inf in the row
+			switch i % 7 {
+			case 0: // ties and -inf in the row
 				for j := 0; j < V; j += 5 {
 					logits[i*V+j] = logits[i*V]
 				}
 				logits[i*V+1] = float32(math.Inf(-1))
+			case 3: // a few distinct values: ties at the top-k cut, resolved by id
+				for j := 0; j < V; j++ {
+					logits[i*V+j] = float32(math.Round(float64(logits[i*V+j])))
+				}
+			case 5: // -0 and +0 compare equal
+				for j := 0; j < V; j += 2 {
+					logits[i*V+j] = float32(math.Copysign(0, -1))
+				}
 			}
 			ps[i] = sample.Params{
 				Temperature: []float32{0, 0.7, 1, 1.5}[i%4],
-				TopK:        []int{0, 1, 50, 2000, -1}[i%5],
+				TopK:        []int{0, 1, 50, 2000, -1, 5, 1024, 200}[r.IntN(8)],
 				TopP:        []float32{1, 0.9, 0.5, 0.99}[(i/4)%4],
 				Seed:        r.Uint64(),
 			}
@@ -65,7 +78,18 @@ func TestSamplerMatchesCPU(t *testing.T) {
 				banned[i] = int32(r.IntN(V))
 			}
 		}
-		got, lp := sampleRowsGPU(t, g, logits, V, V, ps, index, banned, true)
+		ld, dev := V, logits
+		if tc.padded {
+			ld = (V + 127) &^ 127
+			dev = make([]float32, M*ld)
+			for i := range dev {
+				dev[i] = float32(math.NaN())
+			}
+			for i := 0; i < M; i++ {
+				copy(dev[i*ld:], logits[i*V:(i+1)*V])
+			}
+		}
+		got, lp := sampleRowsGPU(t, g, dev, ld, V, ps, index, banned, true)
 		cpu := sample.NewSampler(V)
 		mismatches := 0
 		for i := 0; i < M; i++ {
@@ -73,7 +97,7 @@ func TestSamplerMatchesCPU(t *testing.T) {
 			want := cpu.Sample(row, ps[i], index[i], banned[i])
 			if got[i] != want {
 				mismatches++
-				t.Errorf("V=%d row %d %+v index %d banned %d: GPU %d, CPU %d", V, i, ps[i], index[i], banned[i], got[i], want)
+				t.Errorf("V=%d padded=%v row %d %+v index %d banned %d: GPU %d, CPU %d", V, tc.padded, i, ps[i], index[i], banned[i], got[i], want)
 			}
 			if got[i] >= 0 && int(got[i]) < V {
 				if wlp := sample.LogProb(row, got[i]); math.Abs(float64(lp[i]-wlp)) > 1e-4*math.Max(1, math.Abs(float64(wlp))) {
@@ -82,7 +106,7 @@ func TestSamplerMatchesCPU(t *testing.T) {
 			}
 		}
 		if mismatches > 0 {
-			t.Logf("V=%d: %d of %d rows differ", V, mismatches, M)
+			t.Logf("V=%d padded=%v: %d of %d rows differ", V, tc.padded, mismatches, M)
 		}
 	}
 }

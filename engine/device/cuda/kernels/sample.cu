@@ -4,32 +4,50 @@
 //  1. greedy (temperature <= 0 or top_k == 1): largest logit, ties to the lowest id;
 //  2. candidates: every id but the banned one, or the top_k largest logits
 //     (ties to the lower id);
-//  3. w = exp((l - m) / T) in float64, m the largest candidate logit;
+//  3. w = float32(exp(float64(l - m) / T)), m the largest candidate logit;
 //  4. top-p: keep the shortest (w desc, id asc) prefix with sum >= top_p * Z;
 //  5. draw: u = Coin(seed, index); the lowest kept id whose running sum in
 //     ascending id order exceeds u * S.
-// The top_k cut is a radix search over the logits' bits (4 passes of 8 bits,
-// no sort). Candidates are then marked in a shared-memory bitmap; when there
-// are at most COMPACT_MAX of them (the usual top_k) they are compacted, in id
-// order, into shared memory and rules 3-5 run there. Otherwise a second radix
-// search over weight sums finds the top-p cut and the draw scans the
-// vocabulary tile by tile. Loops over the vocabulary are strided (coalesced).
+//
+// Fast path (top_k <= COMPACT_MAX, the usual request): the row is read twice
+// with several 16-byte loads in flight per thread. The first pass finds the
+// argmax and each thread's largest logit; the top_k-th largest of those
+// 1024 per-thread maxima is a lower bound tau of the top_k-th largest logit
+// (at least top_k distinct ids reach it), so the second pass collects only
+// the ids at or above tau into shared memory: about top_k of them. The exact
+// top_k is ranked there and rules 3-5 run on it.
+//
+// General path (top_k off or large, or too many ids at tau, e.g. massive
+// ties): a radix search over the logits' bits finds the top_k cut, candidates
+// are marked in a shared-memory bitmap, a second radix search over weight
+// sums finds the top-p cut and the draw scans the vocabulary tile by tile.
 #include "common.cuh"
 
 #define SAMPLE_THREADS 1024
 #define NWARPS (SAMPLE_THREADS / 32)
 #define MAX_V 65536        // bitmap capacity; GPT-2's vocabulary is 50257
-#define COMPACT_MAX 1024   // candidates handled in shared memory
+#define COMPACT_MAX 1024   // candidates handled in shared memory (one per thread)
+#define FAST_CAP 2048      // ids at or above tau the fast path can hold
+#define NO_ID 0x7fffffff
 
 __device__ __forceinline__ float finite_or_neginf(float x) { return x != x ? NEG_INF : x; }
 
-// float_key orders floats as unsigned integers (larger float -> larger key).
+// float_key orders floats as unsigned integers (larger float -> larger key);
+// -0 maps to +0's key, since the CPU rule compares floats and -0 == +0.
 __device__ __forceinline__ uint32_t float_key(float x) {
     uint32_t b = __float_as_uint(x);
+    if (b == 0x80000000u) b = 0u;
     return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }
 __device__ __forceinline__ float key_float(uint32_t k) {
     return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
+// weight is rule 3 exactly as sampler.go computes it: the difference in
+// float32, the exponential in float64, rounded to float32; NaN counts as 0.
+__device__ __forceinline__ float weight(float l, float m, double T) {
+    float w = (float)exp((double)(l - m) / T);
+    return w != w ? 0.f : w;
 }
 
 // splitmix64 finaliser and Coin, exactly as engine/sample/coin.go.
@@ -52,14 +70,65 @@ struct Scratch {
     double hmass[256];
     int bi[4];
     double bd[2];
-    uint32_t cand[MAX_V / 32];  // rule 2 candidates
-    uint32_t keep[MAX_V / 32];  // rule 4 survivors (general path)
-    int cid[COMPACT_MAX];       // compacted candidates, ascending id
+    int ncand;                  // fast path: ids collected at or above tau
+    uint32_t cand[MAX_V / 32];  // rule 2 candidates (general path)
+    union {
+        uint32_t keep[MAX_V / 32];  // rule 4 survivors (general path)
+        struct {
+            uint32_t key[FAST_CAP];  // fast path: collected keys and ids
+            int id[FAST_CAP];
+        } fc;
+    } u;
+    int cid[COMPACT_MAX];  // compacted candidates, ascending id
     float cl[COMPACT_MAX];
-    double cw[COMPACT_MAX];
+    float cw[COMPACT_MAX];
 };
 
 __device__ __forceinline__ bool bit(const uint32_t* m, int i) { return (m[i >> 5] >> (i & 31)) & 1u; }
+
+// scan_row calls f(i, x[i]) for this thread's ids, in ascending id order,
+// keeping several loads in flight: 16-byte loads when rows are 16-byte
+// aligned (vec4), else 8 strided scalar loads per round.
+template <typename F>
+__device__ __forceinline__ void scan_row(const float* x, int V, bool vec4, F f) {
+    if (vec4) {
+        const float4* x4 = reinterpret_cast<const float4*>(x);
+        const int n4 = V / 4;
+        for (int b = threadIdx.x; b < n4; b += 4 * SAMPLE_THREADS) {
+            float4 v[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                int j = b + u * SAMPLE_THREADS;
+                v[u] = j < n4 ? x4[j] : make_float4(0.f, 0.f, 0.f, 0.f);
+            }
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                int j = b + u * SAMPLE_THREADS;
+                if (j < n4) {
+                    f(4 * j, v[u].x);
+                    f(4 * j + 1, v[u].y);
+                    f(4 * j + 2, v[u].z);
+                    f(4 * j + 3, v[u].w);
+                }
+            }
+        }
+        for (int i = 4 * n4 + threadIdx.x; i < V; i += SAMPLE_THREADS) f(i, x[i]);
+        return;
+    }
+    for (int b = threadIdx.x; b < V; b += 8 * SAMPLE_THREADS) {
+        float v[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            int i = b + u * SAMPLE_THREADS;
+            v[u] = i < V ? x[i] : 0.f;
+        }
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            int i = b + u * SAMPLE_THREADS;
+            if (i < V) f(i, v[u]);
+        }
+    }
+}
 
 // block_scan_int returns the sum of v over lower threads; *total the block sum.
 __device__ int block_scan_int(Scratch& sm, int v, int* total) {
@@ -133,10 +202,66 @@ __device__ int block_sum_int(Scratch& sm, int v) {
     return t;
 }
 
-// radix_kth: key of the k-th largest (1-based) logit among ids passing in(),
-// and how many ids tied at that key are taken (*ties).
-template <typename In>
-__device__ uint32_t radix_kth(Scratch& sm, const float* x, int V, int k, In in, int* ties) {
+// pick_bin: warp 0 finds, in sm.hist, the bin d holding the remaining-th
+// largest key (count above d < remaining <= count from d up) and stores d and
+// the rank left inside it in sm.bi[0], sm.bi[1]. Lane l owns bins 8l..8l+7.
+__device__ __forceinline__ void pick_bin(Scratch& sm, int remaining) {
+    if (threadIdx.x >= 32) return;
+    const int lane = threadIdx.x;
+    unsigned c[8], s = 0;
+#pragma unroll
+    for (int q = 0; q < 8; q++) {
+        c[q] = sm.hist[lane * 8 + q];
+        s += c[q];
+    }
+    unsigned incl = s;  // keys in bins of this lane and the lanes above
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        unsigned y = __shfl_down_sync(0xffffffffu, incl, o);
+        if (lane + o < 32) incl += y;
+    }
+    const unsigned above = incl - s, rem = (unsigned)remaining;
+    if (above < rem && rem <= incl) {
+        unsigned acc = above;
+        int d = lane * 8;
+#pragma unroll
+        for (int q = 7; q >= 0; q--) {
+            if (acc + c[q] >= rem) {
+                d = lane * 8 + q;
+                break;
+            }
+            acc += c[q];
+        }
+        sm.bi[0] = d;
+        sm.bi[1] = (int)(rem - acc);
+    }
+}
+
+// kth_largest returns the k-th largest (1-based, k <= SAMPLE_THREADS) of the
+// block's per-thread keys: four rounds of an 8-bit radix select.
+__device__ uint32_t kth_largest(Scratch& sm, uint32_t mine, int k) {
+    uint32_t prefix = 0;
+    int remaining = k;
+    for (int shift = 24; shift >= 0; shift -= 8) {
+        if (threadIdx.x < 256) sm.hist[threadIdx.x] = 0;
+        __syncthreads();
+        int bin = (shift == 24 || (mine >> (shift + 8)) == prefix) ? (int)((mine >> shift) & 0xff) : -1;
+        unsigned peers = __match_any_sync(0xffffffffu, bin);
+        if (bin >= 0 && (int)(threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&sm.hist[bin], (unsigned)__popc(peers));
+        __syncthreads();
+        pick_bin(sm, remaining);
+        __syncthreads();
+        prefix = (prefix << 8) | (uint32_t)sm.bi[0];
+        remaining = sm.bi[1];
+        __syncthreads();
+    }
+    return prefix;
+}
+
+// radix_kth: key of the k-th largest (1-based) key among ids passing in(),
+// and how many ids tied at that key are taken (*ties). keyf(i) is id i's key.
+template <typename In, typename KeyF>
+__device__ uint32_t radix_kth(Scratch& sm, int V, int k, In in, KeyF keyf, int* ties) {
     uint32_t prefix = 0;
     int remaining = k;
     for (int shift = 24; shift >= 0; shift -= 8) {
@@ -148,22 +273,14 @@ __device__ uint32_t radix_kth(Scratch& sm, const float* x, int V, int k, In in, 
             int i = base + threadIdx.x;
             int bin = -1;
             if (i < V && in(i)) {
-                uint32_t key = float_key(finite_or_neginf(x[i]));
+                uint32_t key = keyf(i);
                 if (shift == 24 || (key >> (shift + 8)) == prefix) bin = (key >> shift) & 0xff;
             }
             unsigned peers = __match_any_sync(0xffffffffu, bin);
             if (bin >= 0 && (int)(threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&sm.hist[bin], (unsigned)__popc(peers));
         }
         __syncthreads();
-        if (threadIdx.x == 0) {
-            int d = 255;
-            for (; d > 0; d--) {
-                if ((int)sm.hist[d] >= remaining) break;
-                remaining -= sm.hist[d];
-            }
-            sm.bi[0] = d;
-            sm.bi[1] = remaining;
-        }
+        pick_bin(sm, remaining);
         __syncthreads();
         prefix = (prefix << 8) | (uint32_t)sm.bi[0];
         remaining = sm.bi[1];
@@ -173,17 +290,17 @@ __device__ uint32_t radix_kth(Scratch& sm, const float* x, int V, int k, In in, 
     return prefix;
 }
 
-// mark_ids fills the bitmap out with the ids passing above(key) plus, of the
-// ids with key == tie_key passing tie(), the first `ties` in id order. Tiles
-// of 1024 consecutive ids keep id order; bits are written a warp word at a time.
-template <typename Above, typename Tie>
-__device__ void mark_ids(Scratch& sm, uint32_t* out, const float* x, int V, Above above, Tie tie, int ties, bool need_rank) {
+// mark_ids fills the bitmap out with the ids passing above(i, key) plus, of
+// the ids passing tie(i, key), the first `ties` in id order. Tiles of 1024
+// consecutive ids keep id order; bits are written a warp word at a time.
+template <typename KeyF, typename Above, typename Tie>
+__device__ void mark_ids(Scratch& sm, uint32_t* out, int V, KeyF keyf, Above above, Tie tie, int ties, bool need_rank) {
     int taken = 0;
     for (int base = 0; base < V; base += SAMPLE_THREADS) {
         int i = base + threadIdx.x;
         bool in = false, t = false;
         if (i < V) {
-            uint32_t key = float_key(finite_or_neginf(x[i]));
+            uint32_t key = keyf(i);
             in = above(i, key);
             t = !in && tie(i, key);
         }
@@ -201,6 +318,65 @@ __device__ void mark_ids(Scratch& sm, uint32_t* out, const float* x, int V, Abov
     __syncthreads();
 }
 
+// fast_top_k: the exact top K (<= COMPACT_MAX) non-banned ids into sm.cid /
+// sm.cl in ascending id order, given tau <= the K-th largest key. Returns
+// false (nothing written) when more than FAST_CAP ids reach tau.
+__device__ bool fast_top_k(Scratch& sm, const float* x, int V, bool vec4, int banned, int K, uint32_t tau) {
+    if (threadIdx.x == 0) sm.ncand = 0;
+    __syncthreads();
+    scan_row(x, V, vec4, [&](int i, float v) {
+        uint32_t key = float_key(finite_or_neginf(v));
+        if (key >= tau && i != banned) {
+            int p = atomicAdd(&sm.ncand, 1);
+            if (p < FAST_CAP) sm.u.fc.key[p] = key, sm.u.fc.id[p] = i;
+        }
+    });
+    __syncthreads();
+    const int n = sm.ncand;
+    if (n > FAST_CAP) return false;  // uniform: every thread read the same count
+    // Rank = ids ordered before this one by (key desc, id asc); keep rank < K.
+    bool sel[FAST_CAP / SAMPLE_THREADS];
+#pragma unroll
+    for (int s = 0; s < FAST_CAP / SAMPLE_THREADS; s++) {
+        const int j = threadIdx.x + s * SAMPLE_THREADS;
+        sel[s] = false;
+        if (j < n) {
+            const uint32_t kj = sm.u.fc.key[j];
+            const int ij = sm.u.fc.id[j];
+            int rank = 0;
+            for (int q = 0; q < n; q++) {
+                uint32_t kq = sm.u.fc.key[q];
+                rank += (kq > kj || (kq == kj && sm.u.fc.id[q] < ij)) ? 1 : 0;
+            }
+            sel[s] = rank < K;
+        }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int s = 0; s < FAST_CAP / SAMPLE_THREADS; s++) {
+        const int j = threadIdx.x + s * SAMPLE_THREADS;
+        if (sel[s]) sm.u.fc.id[j] |= 0x80000000;  // mark: selected
+    }
+    __syncthreads();
+    // Position among the selected in ascending id order.
+#pragma unroll
+    for (int s = 0; s < FAST_CAP / SAMPLE_THREADS; s++) {
+        const int j = threadIdx.x + s * SAMPLE_THREADS;
+        if (sel[s]) {
+            const int ij = sm.u.fc.id[j] & 0x7fffffff;
+            int pos = 0;
+            for (int q = 0; q < n; q++) {
+                int iq = sm.u.fc.id[q];
+                pos += (iq < 0 && (iq & 0x7fffffff) < ij) ? 1 : 0;
+            }
+            sm.cid[pos] = ij;
+            sm.cl[pos] = key_float(sm.u.fc.key[j]);
+        }
+    }
+    __syncthreads();
+    return true;
+}
+
 // out_tok (M), out_lp (M): sampled id and, when want_lp[r], its log-softmax
 // at temperature 1 over the raw logits. logits (M, ld) fp32, V valid columns.
 extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
@@ -210,6 +386,7 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
     __shared__ Scratch sm;
     const int r = blockIdx.x;
     const float* x = logits + (size_t)r * ld;
+    const bool vec4 = (ld % 4) == 0 && (reinterpret_cast<size_t>(logits) % 16) == 0;
     int banned = banned_in[r];
     if (banned >= V || V == 1) banned = -1;
     const float T = temperature[r];
@@ -218,17 +395,19 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
     const uint64_t seed = ((uint64_t)seed_hi[r] << 32) | seed_lo[r];
 
     // Rule 1 (and the fallback): argmax, ties to the lowest id, never banned.
+    // Each thread sees its ids in ascending order, so '>' keeps the lowest.
     float best = NEG_INF;
-    int best_id = 0x7fffffff;
-    for (int i = threadIdx.x; i < V; i += blockDim.x) {
-        if (i == banned) continue;
-        float v = finite_or_neginf(x[i]);
-        if (best_id == 0x7fffffff || v > best) best = v, best_id = i;
-    }
+    int best_id = NO_ID;
+    scan_row(x, V, vec4, [&](int i, float v) {
+        if (i == banned) return;
+        float f = finite_or_neginf(v);
+        if (best_id == NO_ID || f > best) best = f, best_id = i;
+    });
+    const uint32_t my_key = best_id == NO_ID ? 0u : float_key(best);  // this thread's largest key
     for (int o = 16; o > 0; o >>= 1) {
         float ov = __shfl_xor_sync(0xffffffffu, best, o);
         int oi = __shfl_xor_sync(0xffffffffu, best_id, o);
-        if (oi != 0x7fffffff && (best_id == 0x7fffffff || ov > best || (ov == best && oi < best_id))) best = ov, best_id = oi;
+        if (oi != NO_ID && (best_id == NO_ID || ov > best || (ov == best && oi < best_id))) best = ov, best_id = oi;
     }
     if (threadIdx.x % 32 == 0) sm.fval[threadIdx.x / 32] = best, sm.ival[threadIdx.x / 32] = best_id;
     __syncthreads();
@@ -236,7 +415,7 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
         for (int w = 1; w < NWARPS; w++) {
             float ov = sm.fval[w];
             int oi = sm.ival[w];
-            if (oi != 0x7fffffff && (best_id == 0x7fffffff || ov > best || (ov == best && oi < best_id))) best = ov, best_id = oi;
+            if (oi != NO_ID && (best_id == NO_ID || ov > best || (ov == best && oi < best_id))) best = ov, best_id = oi;
         }
         sm.bi[3] = best_id;
         sm.bd[1] = best;
@@ -250,55 +429,63 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
     if (!greedy && max_logit != NEG_INF && V <= MAX_V) {
         const int ncand_all = V - (banned >= 0 ? 1 : 0);
         const bool use_k = K > 0 && K < ncand_all;
-        auto not_banned = [&](int i) { return i != banned; };
-        // Rule 2: the candidate bitmap.
-        int ncand = ncand_all;
-        if (use_k) {
-            int ties;
-            uint32_t tk = radix_kth(sm, x, V, K, not_banned, &ties);
-            int tie_total = 0;
-            for (int i = threadIdx.x; i < V; i += blockDim.x)
-                if (i != banned && float_key(finite_or_neginf(x[i])) == tk) tie_total++;
-            tie_total = block_sum_int(sm, tie_total);
-            mark_ids(
-                sm, sm.cand, x, V, [&](int i, uint32_t key) { return i != banned && key > tk; },
-                [&](int i, uint32_t key) { return i != banned && key == tk; }, ties, tie_total > ties);
-            ncand = K;
-        } else {
-            mark_ids(
-                sm, sm.cand, x, V, [&](int i, uint32_t) { return i != banned; }, [&](int, uint32_t) { return false; }, 0, false);
+        const double Td = (double)T;
+        // Rule 2: candidates in sm.cid/sm.cl (compact, n of them) or in the bitmap sm.cand.
+        bool compact = false;
+        int n = 0;
+        if (use_k && K <= COMPACT_MAX) {
+            const uint32_t tau = kth_largest(sm, my_key, K);
+            if (fast_top_k(sm, x, V, vec4, banned, K, tau)) compact = true, n = K;
         }
-        const double m = (double)max_logit, invT = 1.0 / (double)T;
-        auto wof = [&](float l) {
-            double w = exp(((double)l - m) * invT);
-            return w != w ? 0.0 : w;
-        };
-        if (ncand <= COMPACT_MAX) {
-            // Compact candidates in id order: each thread owns consecutive bitmap words.
-            const int words = (V + 31) / 32;
-            const int per = (words + SAMPLE_THREADS - 1) / SAMPLE_THREADS;
-            const int w0 = min(words, threadIdx.x * per), w1 = min(words, w0 + per);
-            int mine = 0;
-            for (int w = w0; w < w1; w++) mine += __popc(sm.cand[w]);
-            int n;
-            int pos = block_scan_int(sm, mine, &n);
-            for (int w = w0; w < w1; w++) {
-                uint32_t bits = sm.cand[w];
-                while (bits) {
-                    int b = __ffs(bits) - 1;
-                    bits &= bits - 1;
-                    int id = w * 32 + b;
-                    sm.cid[pos] = id;
-                    sm.cl[pos] = finite_or_neginf(x[id]);
-                    pos++;
-                }
+        auto logit_key = [&](int i) { return float_key(finite_or_neginf(x[i])); };
+        if (!compact) {
+            int ncand = ncand_all;
+            if (use_k) {
+                int ties;
+                auto not_banned = [&](int i) { return i != banned; };
+                uint32_t tk = radix_kth(sm, V, K, not_banned, logit_key, &ties);
+                int tie_total = 0;
+                for (int i = threadIdx.x; i < V; i += blockDim.x)
+                    if (i != banned && logit_key(i) == tk) tie_total++;
+                tie_total = block_sum_int(sm, tie_total);
+                mark_ids(
+                    sm, sm.cand, V, logit_key, [&](int i, uint32_t key) { return i != banned && key > tk; },
+                    [&](int i, uint32_t key) { return i != banned && key == tk; }, ties, tie_total > ties);
+                ncand = K;
+            } else {
+                mark_ids(
+                    sm, sm.cand, V, logit_key, [&](int i, uint32_t) { return i != banned; },
+                    [&](int, uint32_t) { return false; }, 0, false);
             }
-            __syncthreads();
+            if (ncand <= COMPACT_MAX) {
+                // Compact candidates in id order: each thread owns consecutive bitmap words.
+                const int words = (V + 31) / 32;
+                const int per = (words + SAMPLE_THREADS - 1) / SAMPLE_THREADS;
+                const int w0 = min(words, threadIdx.x * per), w1 = min(words, w0 + per);
+                int mine = 0;
+                for (int w = w0; w < w1; w++) mine += __popc(sm.cand[w]);
+                int pos = block_scan_int(sm, mine, &n);
+                for (int w = w0; w < w1; w++) {
+                    uint32_t bits = sm.cand[w];
+                    while (bits) {
+                        int b = __ffs(bits) - 1;
+                        bits &= bits - 1;
+                        int id = w * 32 + b;
+                        sm.cid[pos] = id;
+                        sm.cl[pos] = finite_or_neginf(x[id]);
+                        pos++;
+                    }
+                }
+                __syncthreads();
+                compact = true;
+            }
+        }
+        if (compact) {
             // Rule 3.
             double zl = 0.0;
             for (int j = threadIdx.x; j < n; j += blockDim.x) {
-                sm.cw[j] = wof(sm.cl[j]);
-                zl += sm.cw[j];
+                sm.cw[j] = weight(sm.cl[j], max_logit, Td);
+                zl += (double)sm.cw[j];
             }
             double Z;
             block_scan_double(sm, zl, &Z);
@@ -307,42 +494,46 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
                 const int j = threadIdx.x;  // n <= COMPACT_MAX == SAMPLE_THREADS
                 bool kept = j < n;
                 if (kept && P < 1.f) {
-                    const double need = (double)P * Z, wj = sm.cw[j];
+                    const double need = (double)P * Z;
+                    const float wj = sm.cw[j];
                     double above = 0.0;
                     for (int k = 0; k < n; k++) {
-                        double wk = sm.cw[k];
-                        if (wk > wj || (wk == wj && k < j)) above += wk;
+                        float wk = sm.cw[k];
+                        if (wk > wj || (wk == wj && k < j)) above += (double)wk;
                     }
                     kept = above < need;
                 }
                 // Rule 5: running sums in id order.
-                double wk = kept ? sm.cw[j] : 0.0;
+                double wk = kept ? (double)sm.cw[j] : 0.0;
                 double S;
                 double before = block_scan_double(sm, wk, &S);
                 const double target = coin(seed, index[r]) * S;
-                if (threadIdx.x == 0) sm.bi[0] = 0x7fffffff, sm.bi[1] = -1;
+                if (threadIdx.x == 0) sm.bi[0] = NO_ID, sm.bi[1] = -1;
                 __syncthreads();
                 if (kept && wk > 0.0) {
                     if (before + wk > target) atomicMin(&sm.bi[0], j);
                     atomicMax(&sm.bi[1], j);
                 }
                 __syncthreads();
-                int jj = sm.bi[0] != 0x7fffffff ? sm.bi[0] : sm.bi[1];
+                int jj = sm.bi[0] != NO_ID ? sm.bi[0] : sm.bi[1];
                 if (jj >= 0) token = sm.cid[jj];
                 __syncthreads();
             }
         } else {
-            // General path: many candidates (top_k off or large).
+            // General path: many candidates (top_k off or large). Weights are
+            // recomputed from the logits where needed; keys order weights.
+            auto w_of = [&](int i) { return weight(finite_or_neginf(x[i]), max_logit, Td); };
+            auto w_key = [&](int i) { return float_key(w_of(i)); };
             double zl = 0.0;
             for (int i = threadIdx.x; i < V; i += blockDim.x)
-                if (bit(sm.cand, i)) zl += wof(finite_or_neginf(x[i]));
+                if (bit(sm.cand, i)) zl += (double)w_of(i);
             double Z;
             block_scan_double(sm, zl, &Z);
             if (Z > 0.0 && Z <= 1.7976931348623157e308) {
                 bool use_p = false;
                 if (P < 1.f) {
-                    // Radix search over weight sums, largest keys first: the key
-                    // at which the running sum reaches need (equal keys = equal w).
+                    // Radix search over weight sums, largest weights first: the
+                    // weight at which the running sum reaches need.
                     uint32_t prefix = 0;
                     double rem = (double)P * Z;
                     bool found = true;
@@ -351,10 +542,10 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
                         __syncthreads();
                         for (int i = threadIdx.x; i < V; i += blockDim.x) {
                             if (!bit(sm.cand, i)) continue;
-                            float l = finite_or_neginf(x[i]);
-                            uint32_t key = float_key(l);
+                            float w = w_of(i);
+                            uint32_t key = float_key(w);
                             if (shift < 24 && (key >> (shift + 8)) != prefix) continue;
-                            atomicAdd(&sm.hmass[(key >> shift) & 0xff], wof(l));
+                            atomicAdd(&sm.hmass[(key >> shift) & 0xff], (double)w);
                         }
                         __syncthreads();
                         if (threadIdx.x == 0) {
@@ -381,41 +572,41 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
                     }
                     if (found) {
                         const uint32_t tp = prefix;
-                        const double wt = wof(key_float(tp));
+                        const double wt = (double)key_float(tp);
                         int ties = wt > 0.0 ? (int)ceil(rem / wt) : 1;
                         ties = max(ties, 1);
                         int tie_total = 0;
                         for (int i = threadIdx.x; i < V; i += blockDim.x)
-                            if (bit(sm.cand, i) && float_key(finite_or_neginf(x[i])) == tp) tie_total++;
+                            if (bit(sm.cand, i) && w_key(i) == tp) tie_total++;
                         tie_total = block_sum_int(sm, tie_total);
                         mark_ids(
-                            sm, sm.keep, x, V, [&](int i, uint32_t key) { return bit(sm.cand, i) && key > tp; },
+                            sm, sm.u.keep, V, w_key, [&](int i, uint32_t key) { return bit(sm.cand, i) && key > tp; },
                             [&](int i, uint32_t key) { return bit(sm.cand, i) && key == tp; }, ties, tie_total > ties);
                         use_p = true;
                     }
                 }
-                const uint32_t* kept = use_p ? sm.keep : sm.cand;
+                const uint32_t* kept = use_p ? sm.u.keep : sm.cand;
                 // Rule 5 tile by tile: the running sum carries across tiles.
                 double S = 0.0;
                 for (int i = threadIdx.x; i < V; i += blockDim.x)
-                    if (bit(kept, i)) S += wof(finite_or_neginf(x[i]));
+                    if (bit(kept, i)) S += (double)w_of(i);
                 block_scan_double(sm, S, &S);
                 const double target = coin(seed, index[r]) * S;
                 double run = 0.0;
                 int found_id = -1, last_id = -1;
                 for (int base = 0; base < V && found_id < 0; base += SAMPLE_THREADS) {
                     int i = base + threadIdx.x;
-                    double w = (i < V && bit(kept, i)) ? wof(finite_or_neginf(x[i])) : 0.0;
+                    double w = (i < V && bit(kept, i)) ? (double)w_of(i) : 0.0;
                     double tile;
                     double before = run + block_scan_double(sm, w, &tile);
-                    if (threadIdx.x == 0) sm.bi[0] = 0x7fffffff, sm.bi[1] = -1;
+                    if (threadIdx.x == 0) sm.bi[0] = NO_ID, sm.bi[1] = -1;
                     __syncthreads();
                     if (w > 0.0) {
                         if (before + w > target) atomicMin(&sm.bi[0], i);
                         atomicMax(&sm.bi[1], i);
                     }
                     __syncthreads();
-                    if (sm.bi[0] != 0x7fffffff) found_id = sm.bi[0];
+                    if (sm.bi[0] != NO_ID) found_id = sm.bi[0];
                     if (sm.bi[1] >= 0) last_id = sm.bi[1];
                     run += tile;
                     __syncthreads();
@@ -427,10 +618,10 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
 
     if (want_lp[r]) {  // log-softmax at temperature 1 over all raw logits
         float ml = NEG_INF;
-        for (int i = threadIdx.x; i < V; i += blockDim.x) ml = fmaxf(ml, finite_or_neginf(x[i]));
+        scan_row(x, V, vec4, [&](int, float v) { ml = fmaxf(ml, finite_or_neginf(v)); });
         ml = block_max(sm, ml);
         double s = 0.0;
-        for (int i = threadIdx.x; i < V; i += blockDim.x) s += exp((double)finite_or_neginf(x[i]) - (double)ml);
+        scan_row(x, V, vec4, [&](int, float v) { s += exp((double)finite_or_neginf(v) - (double)ml); });
         double tot;
         block_scan_double(sm, s, &tot);
         if (threadIdx.x == 0) out_lp[r] = (float)((double)x[token] - (double)ml - log(tot));

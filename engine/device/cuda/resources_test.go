@@ -1,0 +1,104 @@
+package cuda
+
+import (
+	"errors"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+)
+
+// TestKernelResources compiles every kernel file with ptxas' resource report
+// and fails on register spills or a stack frame (an array that went to local
+// memory: slow, and usually a run-time index into a register array) beyond
+// the few known ones in spillAllowance. It logs each kernel's registers and
+// shared memory. Skips without NVRTC.
+func TestKernelResources(t *testing.T) {
+	nv, err := loadNVRTC()
+	if errors.Is(err, errNotFound) {
+		t.Skipf("no NVRTC here: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, headers, err := kernelSources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, src := range files {
+		log, err := nv.compileLog(name, src, headers, "sm_90", []string{"--ptxas-options=-v"})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		checkResourceLog(t, name, log)
+	}
+}
+
+// spillAllowance: stack-frame bytes tolerated per kernel. Head size 128 and
+// the CUDA-core prefill kernel are off GPT-2's path; the sampler's few bytes
+// belong to its general (top_k off) path.
+var spillAllowance = map[string]int{
+	"attention_prefill_128": 1024,
+	"attention_decode_128":  16,
+	"attention_prefill_64":  16,
+	"sample_rows":           16,
+}
+
+var (
+	reFunction = regexp.MustCompile(`Compiling entry function '(\w+)'`)
+	reFrame    = regexp.MustCompile(`(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads`)
+	reUsed     = regexp.MustCompile(`Used (\d+) registers(.*)`)
+)
+
+func checkResourceLog(t *testing.T, file, log string) {
+	t.Helper()
+	fn := ""
+	for _, line := range strings.Split(log, "\n") {
+		if m := reFunction.FindStringSubmatch(line); m != nil {
+			fn = m[1]
+		}
+		if m := reFrame.FindStringSubmatch(line); m != nil {
+			frame, _ := strconv.Atoi(m[1])
+			spill, _ := strconv.Atoi(m[2])
+			if frame > spillAllowance[fn] || spill > spillAllowance[fn] {
+				t.Errorf("%s %s: %s", file, fn, strings.TrimSpace(line))
+			}
+		}
+		if m := reUsed.FindStringSubmatch(line); m != nil {
+			t.Logf("%-20s %-34s %s registers%s", file, fn, m[1], m[2])
+		}
+	}
+}
+
+// compileLog compiles like compileCubin and returns NVRTC's log.
+func (n *nvrtc) compileLog(name, src string, headers map[string]string, arch string, extraOpts []string) (string, error) {
+	arena, err := newCArena(1 << 20)
+	if err != nil {
+		return "", err
+	}
+	defer arena.free()
+	var hdrNames, hdrSrcs []string
+	for k, v := range headers {
+		hdrNames, hdrSrcs = append(hdrNames, k), append(hdrSrcs, v)
+	}
+	cSrc, _ := arena.cString(src)
+	cName, _ := arena.cString(name)
+	cHdrSrcs, _ := arena.cStringArray(hdrSrcs)
+	cHdrNames, _ := arena.cStringArray(hdrNames)
+	opts := append([]string{"--gpu-architecture=" + arch, "--std=c++17", "-default-device"}, extraOpts...)
+	cOpts, _ := arena.cStringArray(opts)
+	var prog uintptr
+	if r, _, _ := purego.SyscallN(n.create, uintptr(unsafe.Pointer(&prog)), cSrc, cName, uintptr(len(headers)), cHdrSrcs, cHdrNames); r != 0 {
+		return "", errors.New(n.errString(r))
+	}
+	defer purego.SyscallN(n.destroy, uintptr(unsafe.Pointer(&prog)))
+	r, _, _ := purego.SyscallN(n.compile, prog, uintptr(len(opts)), cOpts)
+	log := n.programLog(prog)
+	if r != 0 {
+		return "", &compileError{name: name, log: log}
+	}
+	return log, nil
+}
