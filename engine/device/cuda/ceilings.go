@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"fmt"
 	"runtime"
 )
 
@@ -106,4 +107,45 @@ func (d *Device) SetNoCUDAGraph(v bool) { d.opts.NoCUDAGraph = v }
 func (d *Device) SetSimplePrefillAttention(v bool) error {
 	d.opts.SimplePrefillAttention = v
 	return d.resolveKernels()
+}
+
+// SetKernelVariants switches the decode-path A/B kernels for later steps:
+// gemvMaxRows as Options.GemvMaxRows (0 = default, negative = off) and the
+// block-per-head decode attention kernel. Captured graphs are dropped, since
+// they hold the previous kernels.
+func (d *Device) SetKernelVariants(gemvMaxRows int, blockDecodeAttention bool) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := d.g.bind(); err != nil {
+		return err
+	}
+	if err := d.g.sync(); err != nil {
+		return err
+	}
+	d.dropGraphs()
+	d.opts.GemvMaxRows, d.opts.BlockDecodeAttention = gemvMaxRows, blockDecodeAttention
+	d.opts = withDefaults(d.opts)
+	return d.resolveKernels()
+}
+
+// ProfilerRange starts (on) or stops the collection of an attached profiler
+// such as Nsight Compute run with --profile-from-start off, after the stream
+// drains, so exactly the steps in between are profiled.
+func (d *Device) ProfilerRange(on bool) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := d.g.bind(); err != nil {
+		return err
+	}
+	if err := d.g.sync(); err != nil {
+		return err
+	}
+	fn, name := d.g.drv.cuProfilerStart, "cuProfilerStart"
+	if !on {
+		fn, name = d.g.drv.cuProfilerStop, "cuProfilerStop"
+	}
+	if fn == 0 {
+		return fmt.Errorf("cuda: the driver has no %s", name)
+	}
+	return d.g.drv.call(name, fn)
 }

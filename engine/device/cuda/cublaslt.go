@@ -61,7 +61,7 @@ type blasLt struct {
 // step, while prefill steps bring a new row count each time and tuning those
 // would cost more than it saves.
 const (
-	maxTuneAlgos = 8
+	maxTuneAlgos = 16
 	maxTuneRows  = 512
 )
 

@@ -9,7 +9,8 @@
 // use and cached on disk. On a machine without CUDA, Available reports what is
 // missing and New fails with the same error.
 //
-// It implements device.Device; it imports engine/model and engine/device only.
+// It implements device.Device, device.AsyncDevice and phase.SpanReporter; it
+// imports engine/model, engine/device and engine/profile/phase only.
 package cuda
 
 import (
@@ -18,8 +19,11 @@ import (
 	"runtime"
 	"unsafe"
 
+	"github.com/ebitengine/purego"
+
 	"github.com/roseinfer/roseinfer/engine/device"
 	"github.com/roseinfer/roseinfer/engine/model"
+	"github.com/roseinfer/roseinfer/engine/profile/phase"
 )
 
 // Options tune the device. The zero value is valid: DefaultOptions' values
@@ -44,6 +48,15 @@ type Options struct {
 	// may use (weights + activations + KV cache) when New is given
 	// KVConfig.NumBlocks <= 0; KVConfig() then reports the blocks chosen.
 	GPUMemoryUtilization float64
+	// GemvMaxRows: steps of at most this many token rows (small-batch
+	// decode) run their projections through the tensor-core GEMV kernels
+	// with LayerNorm fused (gemv.cu) instead of LayerNorm kernels and
+	// cuBLASLt. 0 = the default, negative = never (the A/B switch).
+	GemvMaxRows int
+	// BlockDecodeAttention uses the block-per-(sequence, head) decode
+	// attention kernel instead of the warp-per-(sequence, head) one (head
+	// size 64 only; other sizes always use the block kernel): an A/B switch.
+	BlockDecodeAttention bool
 }
 
 // DefaultOptions are used for every zero field of Options.
@@ -52,6 +65,7 @@ var DefaultOptions = Options{
 	MaxSeqs:              256,
 	GraphBatchSizes:      []int{1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256},
 	GPUMemoryUtilization: 0.9,
+	GemvMaxRows:          maxGemvRows,
 }
 
 // Device runs GPT-2 steps on one GPU. Methods are called from one goroutine
@@ -74,6 +88,8 @@ type Device struct {
 	prefillTile  int   // query rows per prefill attention block (the kernel's BR)
 
 	kEncoder, kResolve, kLayerNorm, kResidualAdd, kKVWrite, kDecode, kCombine, kPrefill, kSample kernel
+	kGemv                                                                                        [2][2][2]kernel // [layernorm][rows > 8][2 column tiles]
+	warpDecode, gemvOK                                                                           bool
 	noFusedResidual, residualTried                                                               bool
 
 	stage     [2]staging // pinned host buffers, alternating so one step can be queued while another runs
@@ -84,6 +100,10 @@ type Device struct {
 	closed    bool
 	prof      *opProfile
 	capturing bool // a decode graph is being captured on the stream
+
+	spansOn  bool             // phase.SpanReporter: time each step's GPU work
+	lastSpan phase.DeviceSpan // of the step Collect returned last
+	spanOK   bool             // lastSpan is valid
 }
 
 // staging is one step's pinned host memory: inputs going up, samples coming
@@ -96,6 +116,9 @@ type staging struct {
 	plan   stepPlan
 	inPtr  unsafe.Pointer
 	outPtr unsafe.Pointer
+
+	spanStart, spanEnd uintptr // timing events around the step's GPU work, while spans are on
+	timed              bool    // this step recorded them
 }
 
 // New uploads w (as fp16) to the GPU, allocates the KV cache (kv.NumBlocks
@@ -140,6 +163,10 @@ func withDefaults(o Options) Options {
 	if o.GPUMemoryUtilization <= 0 || o.GPUMemoryUtilization > 1 {
 		o.GPUMemoryUtilization = def.GPUMemoryUtilization
 	}
+	if o.GemvMaxRows == 0 {
+		o.GemvMaxRows = def.GemvMaxRows
+	}
+	o.GemvMaxRows = min(o.GemvMaxRows, maxGemvRows)
 	if o.MaxSeqs > o.MaxStepTokens {
 		o.MaxSeqs = o.MaxStepTokens
 	}
@@ -263,6 +290,8 @@ func (d *Device) Submit(b *device.Batch) error {
 	if len(d.pending) == len(d.stage) {
 		return fmt.Errorf("cuda: %d steps already in flight; Collect first", len(d.pending))
 	}
+	NVTXPush("cuda submit")
+	defer NVTXPop()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	g := d.g
@@ -281,6 +310,12 @@ func (d *Device) Submit(b *device.Batch) error {
 	if err := g.drv.htodAsync(d.act.inputs, st.inPtr, 4*p.lay.total, g.stream); err != nil {
 		return err
 	}
+	st.timed = d.spansOn && st.spanStart != 0
+	if st.timed {
+		if err := g.drv.eventRecord(st.spanStart, g.stream); err != nil {
+			return err
+		}
+	}
 	var err error
 	if graphSize > 0 {
 		err = d.runGraph(p)
@@ -289,6 +324,11 @@ func (d *Device) Submit(b *device.Batch) error {
 	}
 	if err != nil {
 		return err
+	}
+	if st.timed {
+		if err := g.drv.eventRecord(st.spanEnd, g.stream); err != nil {
+			return err
+		}
 	}
 	M := p.lay.nSample
 	if err := g.drv.dtohAsync(st.outPtr, d.act.outTok, 4*M, g.stream); err != nil {
@@ -316,6 +356,8 @@ func (d *Device) Collect(out []device.Sampled) ([]device.Sampled, error) {
 	if len(d.pending) == 0 {
 		return out, fmt.Errorf("cuda: Collect with no submitted step")
 	}
+	NVTXPush("cuda collect")
+	defer NVTXPop()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := d.g.bind(); err != nil {
@@ -327,6 +369,9 @@ func (d *Device) Collect(out []device.Sampled) ([]device.Sampled, error) {
 		return out, fmt.Errorf("cuda: step failed on the GPU: %w", err)
 	}
 	if err := d.collectProfile(); err != nil {
+		return out, err
+	}
+	if err := d.collectSpan(st); err != nil {
 		return out, err
 	}
 	out = out[:0]
@@ -369,6 +414,11 @@ func (d *Device) closeLocked() {
 	for i := range d.stage {
 		g.drv.hostFree(d.stage[i].inPtr)
 		g.drv.hostFree(d.stage[i].outPtr)
+		for _, e := range []uintptr{d.stage[i].event, d.stage[i].spanStart, d.stage[i].spanEnd} {
+			if e != 0 {
+				purego.SyscallN(g.drv.cuEventDestroy, e)
+			}
+		}
 		d.stage[i] = staging{}
 	}
 	g.close()

@@ -31,6 +31,7 @@ type driver struct {
 	cuLaunchKernel                                                                    uintptr
 	cuStreamBeginCapture, cuStreamEndCapture, cuGraphInstantiate, cuGraphLaunch       uintptr
 	cuGraphDestroy, cuGraphExecDestroy                                                uintptr
+	cuProfilerStart, cuProfilerStop                                                   uintptr // optional: 0 when absent
 }
 
 const (
@@ -109,6 +110,8 @@ func loadDriver() (*driver, error) {
 	if err != nil {
 		return nil, err
 	}
+	d.cuProfilerStart, _ = lib.sym("cuProfilerStart")
+	d.cuProfilerStop, _ = lib.sym("cuProfilerStop")
 	return d, nil
 }
 

@@ -52,20 +52,30 @@ func (d *Device) forward(p *stepPlan) error {
 	if err := d.mark("encoder"); err != nil {
 		return err
 	}
+	small := d.useGemv(N) // projections through gemv.cu, LayerNorm fused
 	for l := 0; l < L; l++ {
 		w := &d.w.layers[l]
 		kc, vc := d.kvLayer(l)
-		if err := d.layernorm(a.ln, a.residual, 0, w.ln1W, w.ln1B, N, eps); err != nil {
-			return err
-		}
-		if err := d.mark("layernorm"); err != nil {
-			return err
-		}
-		if err := g.blas.gemm(g.stream, a.qkv, dataR16F, 3*C, a.ln, w.qkvW, w.qkvB, N, C, 3*C, epilogueBias, false); err != nil {
-			return err
-		}
-		if err := d.mark("gemm_qkv"); err != nil {
-			return err
+		if small {
+			if err := d.gemvLN(a.qkv, 3*C, a.residual, 0, w.ln1W, w.ln1B, w.qkvW, w.qkvB, N, 3*C, gemvOut16Bias); err != nil {
+				return err
+			}
+			if err := d.mark("gemv_ln_qkv"); err != nil {
+				return err
+			}
+		} else {
+			if err := d.layernorm(a.ln, a.residual, 0, w.ln1W, w.ln1B, N, eps); err != nil {
+				return err
+			}
+			if err := d.mark("layernorm"); err != nil {
+				return err
+			}
+			if err := g.blas.gemm(g.stream, a.qkv, dataR16F, 3*C, a.ln, w.qkvW, w.qkvB, N, C, 3*C, epilogueBias, false); err != nil {
+				return err
+			}
+			if err := d.mark("gemm_qkv"); err != nil {
+				return err
+			}
 		}
 		if p.nPrefill > 0 {
 			if err := g.launch(d.kKVWrite, ceilDiv(N*C/8, 256), 1, 1, 256, 0,
@@ -78,7 +88,11 @@ func (d *Device) forward(p *stepPlan) error {
 		}
 		if p.nDecode > 0 {
 			nsplit := d.decodeSplits(p.nDecode)
-			if err := g.launch(d.kDecode, p.nDecode, NH, nsplit, 256, 0,
+			gridY, threads := NH, 256 // attention_decode_<HD>: a block per (sequence, head, split)
+			if d.warpDecode {
+				gridY, threads = ceilDiv(NH, warpDecodeHeads), 32*warpDecodeHeads // a warp per (sequence, head, split)
+			}
+			if err := g.launch(d.kDecode, p.nDecode, gridY, nsplit, threads, 0,
 				argPtr(a.attn), argPtr(a.qkv), argPtr(kc), argPtr(vc), argPtr(d.in(lay.blockTables)), argInt(d.maxBlocks),
 				argPtr(d.in(lay.qStart)), argPtr(d.in(lay.ctx)), argPtr(d.in(lay.decSeqs)), argInt(NH), argInt(d.kv.BlockSizeTokens), argF32(scale),
 				argInt(nsplit), argPtr(a.attnPart)); err != nil {
@@ -104,6 +118,27 @@ func (d *Device) forward(p *stepPlan) error {
 			if err := d.mark("attn_prefill"); err != nil {
 				return err
 			}
+		}
+		if small {
+			if err := d.gemv(a.residual, C, a.attn, C, w.attProjW, w.attProjB, N, C, C, gemvResidual); err != nil {
+				return err
+			}
+			if err := d.mark("gemv_attproj"); err != nil {
+				return err
+			}
+			if err := d.gemvLN(a.fc, 4*C, a.residual, 0, w.ln2W, w.ln2B, w.fcW, w.fcB, N, 4*C, gemvOut16BiasGelu); err != nil {
+				return err
+			}
+			if err := d.mark("gemv_ln_fc_gelu"); err != nil {
+				return err
+			}
+			if err := d.gemv(a.residual, C, a.fc, 4*C, w.fcProjW, w.fcProjB, N, 4*C, C, gemvResidual); err != nil {
+				return err
+			}
+			if err := d.mark("gemv_fcproj"); err != nil {
+				return err
+			}
+			continue
 		}
 		if err := d.residualGemm(a.attn, w.attProjW, w.attProjB, w.attProjB16, N, C); err != nil {
 			return err
@@ -134,17 +169,26 @@ func (d *Device) forward(p *stepPlan) error {
 		return nil
 	}
 	// Only the rows that sample go through ln_f and the LM head.
-	if err := d.layernorm(a.lnf, a.residual, d.in(lay.sampleRows), d.w.lnfW, d.w.lnfB, M, eps); err != nil {
-		return err
-	}
-	if err := d.mark("layernorm_f"); err != nil {
-		return err
-	}
-	if err := g.blas.gemm(g.stream, a.logits, dataR32F, d.vocabPadded, a.lnf, d.w.wte, 0, M, C, d.cfg.VocabSize, epilogueDefault, false); err != nil {
-		return err
-	}
-	if err := d.mark("gemm_lmhead"); err != nil {
-		return err
+	if d.useGemv(M) {
+		if err := d.gemvLN(a.logits, d.vocabPadded, a.residual, d.in(lay.sampleRows), d.w.lnfW, d.w.lnfB, d.w.wte, 0, M, d.cfg.VocabSize, gemvOut32); err != nil {
+			return err
+		}
+		if err := d.mark("gemv_ln_lmhead"); err != nil {
+			return err
+		}
+	} else {
+		if err := d.layernorm(a.lnf, a.residual, d.in(lay.sampleRows), d.w.lnfW, d.w.lnfB, M, eps); err != nil {
+			return err
+		}
+		if err := d.mark("layernorm_f"); err != nil {
+			return err
+		}
+		if err := g.blas.gemm(g.stream, a.logits, dataR32F, d.vocabPadded, a.lnf, d.w.wte, 0, M, C, d.cfg.VocabSize, epilogueDefault, false); err != nil {
+			return err
+		}
+		if err := d.mark("gemm_lmhead"); err != nil {
+			return err
+		}
 	}
 	if err := g.launch(d.kSample, M, 1, 1, 1024, 0,
 		argPtr(a.outTok), argPtr(a.outLP), argPtr(a.logits), argInt(d.vocabPadded), argInt(d.cfg.VocabSize),
@@ -187,18 +231,26 @@ func (d *Device) residualGemm(inp, w, bias32, bias16 devPtr, N, K int) error {
 }
 
 // decodeSplits is how many key slices each (sequence, head) of a decode step
-// is split into: enough blocks to give every SM four, at most maxDecodeSplits.
-// It depends on the batch size only, so a captured graph stays valid.
+// is split into: enough blocks to give every SM four (block kernel) or
+// enough warps to give every SM eight (warp kernel), at most
+// maxDecodeSplits. It depends on the batch size only, so a captured graph
+// stays valid.
 func (d *Device) decodeSplits(nDecode int) int {
-	blocks := nDecode * d.cfg.NumHeads
+	units := nDecode * d.cfg.NumHeads
 	target := 4 * d.g.smCount
-	if blocks >= target {
+	if d.warpDecode {
+		target = 8 * d.g.smCount
+	}
+	if units >= target {
 		return 1
 	}
-	return min(maxDecodeSplits, ceilDiv(target, blocks))
+	return min(maxDecodeSplits, ceilDiv(target, units))
 }
 
-const maxDecodeSplits = 16
+const (
+	maxDecodeSplits = 16
+	warpDecodeHeads = 4 // AW_WARPS in attention_warp.cu
+)
 
 // kvLayer returns layer l's K and V cache bases within the one KV allocation.
 func (d *Device) kvLayer(l int) (k, v devPtr) {
@@ -231,13 +283,30 @@ func (d *Device) resolveKernels() error {
 	if HD == 64 && !d.opts.SimplePrefillAttention {
 		d.prefillTile, prefillName = prefillTileRowsMMA, "attention_prefill_mma_64"
 	}
+	d.warpDecode = HD == 64 && !d.opts.BlockDecodeAttention
+	decodeName := fmt.Sprintf("attention_decode_%d", HD)
+	if d.warpDecode {
+		decodeName = "attention_decode_warp_64"
+	}
 	for dst, name := range map[*kernel]string{
 		&d.kEncoder: "encoder_forward", &d.kCombine: "attention_decode_combine", &d.kResolve: "resolve_tokens", &d.kLayerNorm: "layernorm_forward",
 		&d.kResidualAdd: "residual_add", &d.kKVWrite: "kv_write", &d.kSample: "sample_rows",
-		&d.kDecode: fmt.Sprintf("attention_decode_%d", HD), &d.kPrefill: prefillName,
+		&d.kDecode: decodeName, &d.kPrefill: prefillName,
 	} {
 		if err := get(dst, name); err != nil {
 			return err
+		}
+	}
+	// gemv.cu stages LayerNorm rows of up to 1024 channels and reads K in
+	// 32-wide chunks, rows in 16-byte pieces of 4 channels.
+	d.gemvOK = d.cfg.Channels%128 == 0 && d.cfg.Channels <= gemvMaxChannels
+	for ln := 0; ln < 2; ln++ {
+		for big := 0; big < 2; big++ {
+			for nt := 0; nt < 2; nt++ {
+				if err := get(&d.kGemv[ln][big][nt], gemvKernelName(ln == 1, big == 1, nt == 1)); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	return nil

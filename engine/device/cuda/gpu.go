@@ -90,7 +90,7 @@ var kernelNames = []string{
 	"encoder_forward", "resolve_tokens", "layernorm_forward", "residual_add", "gather_rows_f16", "kv_write",
 	"attention_decode_32", "attention_decode_64", "attention_decode_128", "attention_decode_combine",
 	"attention_prefill_32", "attention_prefill_64", "attention_prefill_128", "attention_prefill_mma_64",
-	"sample_rows",
+	"sample_rows", "attention_decode_warp_64",
 }
 
 // openGPU initialises the device on the calling goroutine's OS thread, which
@@ -146,7 +146,7 @@ func openGPU() (*gpu, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := g.loadModules(cubins, kernelNames); err != nil {
+	if err := g.loadModules(cubins, append(append([]string{}, kernelNames...), gemvKernelNames()...)); err != nil {
 		return nil, err
 	}
 	if g.blas, err = loadBlasLt(d); err != nil {

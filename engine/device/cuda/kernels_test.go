@@ -93,24 +93,33 @@ func TestAttentionKernels(t *testing.T) {
 	}{
 		{2, 64, 16, []int{0, 5, 17, 100, 31, 0}, []int{7, 1, 1, 1, 40, 1}},
 		{12, 64, 16, []int{300, 299, 64, 0}, []int{1, 1, 130, 257}},
+		{5, 64, 7, []int{40, 0, 100, 3, 33}, []int{1, 1, 1, 20, 1}},
 		{3, 32, 5, []int{9, 0, 13}, []int{1, 23, 1}},
 		{2, 128, 7, []int{20, 3}, []int{1, 9}},
 	} {
 		variants := []string{fmt.Sprintf("attention_prefill_%d", tc.HD)}
+		decoders := []string{fmt.Sprintf("attention_decode_%d", tc.HD)}
 		if tc.HD == 64 {
 			variants = append(variants, "attention_prefill_mma_64")
+			decoders = append(decoders, "attention_decode_warp_64")
 		}
 		for i, prefill := range variants {
-			nsplit := []int{1, 5}[i%2] // also cover split decode (flash-decoding) with its combine
-			t.Run(fmt.Sprintf("NH%d_HD%d_B%d_%s_split%d", tc.NH, tc.HD, tc.B, prefill, nsplit), func(t *testing.T) {
-				g := testGPU(t) // a subtest runs on its own goroutine: lock and bind again
-				runAttentionCase(t, g, r, tc.NH, tc.HD, tc.B, tc.ctx, tc.qlen, prefill, nsplit)
-			})
+			for _, decode := range decoders {
+				for _, nsplit := range []int{1, 5, 16} { // also split decode (flash-decoding) with its combine
+					if nsplit == 16 && i > 0 {
+						continue
+					}
+					t.Run(fmt.Sprintf("NH%d_HD%d_B%d_%s_%s_split%d", tc.NH, tc.HD, tc.B, prefill, decode, nsplit), func(t *testing.T) {
+						g := testGPU(t) // a subtest runs on its own goroutine: lock and bind again
+						runAttentionCase(t, g, r, tc.NH, tc.HD, tc.B, tc.ctx, tc.qlen, prefill, decode, nsplit)
+					})
+				}
+			}
 		}
 	}
 }
 
-func runAttentionCase(t *testing.T, g *gpu, r *rand.Rand, NH, HD, B int, ctx, qlen []int, prefill string, nsplit int) {
+func runAttentionCase(t *testing.T, g *gpu, r *rand.Rand, NH, HD, B int, ctx, qlen []int, prefill, decode string, nsplit int) {
 	tileRows := prefillTileRows
 	if strings.Contains(prefill, "mma") {
 		tileRows = prefillTileRowsMMA
@@ -169,7 +178,11 @@ func runAttentionCase(t *testing.T, g *gpu, r *rand.Rand, NH, HD, B int, ctx, ql
 	if len(dec) > 0 {
 		dDec := upload(t, g, dec)
 		part := devBuf(t, g, 4*len(dec)*NH*nsplit*(HD+2))
-		if err := g.launch(g.kernel(fmt.Sprintf("attention_decode_%d", HD)), len(dec), NH, nsplit, 256, 0, argPtr(out), argPtr(dQKV),
+		gridY, threads := NH, 256
+		if strings.Contains(decode, "warp") {
+			gridY, threads = ceilDiv(NH, warpDecodeHeads), 32*warpDecodeHeads
+		}
+		if err := g.launch(g.kernel(decode), len(dec), gridY, nsplit, threads, 0, argPtr(out), argPtr(dQKV),
 			argPtr(dK), argPtr(dV), argPtr(dBT), argInt(maxBlocks), argPtr(dQS), argPtr(dCtx), argPtr(dDec),
 			argInt(NH), argInt(B), argF32(scale), argInt(nsplit), argPtr(part)); err != nil {
 			t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/roseinfer/roseinfer/engine/device"
 	"github.com/roseinfer/roseinfer/engine/model"
+	"github.com/roseinfer/roseinfer/engine/profile/phase"
 	"github.com/roseinfer/roseinfer/engine/sample"
 )
 
@@ -78,9 +79,10 @@ func TestModelLogitsMixedBatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range []Options{{NoCUDAGraph: true}, {}, {SimplePrefillAttention: true}} {
+	for _, o := range []Options{{NoCUDAGraph: true}, {}, {SimplePrefillAttention: true}, {GemvMaxRows: -1, BlockDecodeAttention: true}} {
 		o.MaxStepTokens, o.MaxSeqs = 1024, 64
-		t.Run(fmt.Sprintf("noCUDAGraph=%v_simplePrefill=%v", o.NoCUDAGraph, o.SimplePrefillAttention), func(t *testing.T) {
+		t.Run(fmt.Sprintf("noCUDAGraph=%v_simplePrefill=%v_gemv=%v_blockDecode=%v", o.NoCUDAGraph, o.SimplePrefillAttention,
+			o.GemvMaxRows >= 0, o.BlockDecodeAttention), func(t *testing.T) {
 			d := newTestDevice(t, w, o)
 			checkMixedBatches(t, d, w)
 		})
@@ -178,15 +180,22 @@ func checkMixedBatches(t *testing.T, d *Device, w *model.Weights) {
 
 // TestGreedyContinuations generates 64 greedy tokens for 32 prompts on the GPU
 // (one prefill step, then decode steps) and with the fp32 reference, and
-// reports where they first diverge; at least 95% of tokens must agree.
+// reports where they first diverge; at least 95% of tokens must agree. With
+// 3 prompts the decode steps take the small-batch path (gemv.cu).
 func TestGreedyContinuations(t *testing.T) {
+	for _, P := range []int{32, 3} {
+		t.Run(fmt.Sprintf("prompts=%d", P), func(t *testing.T) { testGreedyContinuations(t, P) })
+	}
+}
+
+func testGreedyContinuations(t *testing.T, P int) {
 	w, err := model.InitRandom(smallConfig, 21)
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := newTestDevice(t, w, Options{MaxStepTokens: 2048, MaxSeqs: 64})
 	r := rand.New(rand.NewPCG(22, 23))
-	const P, G = 32, 64
+	const G = 64
 	prompts := make([][]int32, P)
 	for i := range prompts {
 		prompts[i] = randTokens(r, 5+r.IntN(60), w.Config.VocabSize)
@@ -310,4 +319,43 @@ func greedyGPU(t *testing.T, d *Device, prompts [][]int32, G int, overlap bool) 
 		}
 	}
 	return outTok
+}
+
+// TestDeviceSpans: with spans on, each collected step reports one GPU span
+// named after its kind; off, none.
+func TestDeviceSpans(t *testing.T) {
+	w, err := model.InitRandom(smallConfig, 31)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newTestDevice(t, w, Options{MaxStepTokens: 256, MaxSeqs: 8})
+	greedy := sample.Params{Temperature: 0, TopP: 1}
+	seq := func(id uint64, tokens []int32, start int) device.Seq {
+		return device.Seq{SeqID: id, Tokens: tokens, StartPos: start, BlockTable: []int32{int32(id)}, Sample: true, Params: greedy, BannedToken: -1}
+	}
+	var out []device.Sampled
+	var spans []phase.DeviceSpan
+	for i, tc := range []struct {
+		on   bool
+		seqs []device.Seq
+		want string
+	}{
+		{false, []device.Seq{seq(1, []int32{1, 2, 3, 4, 5}, 0)}, ""},
+		{true, []device.Seq{seq(1, []int32{7}, 5)}, "decode"},
+		{true, []device.Seq{seq(2, []int32{1, 2, 3}, 0)}, "prefill"},
+		{true, []device.Seq{seq(1, []int32{8}, 6), seq(3, []int32{4, 5}, 0)}, "mixed"},
+		{false, []device.Seq{seq(1, []int32{9}, 7)}, ""},
+	} {
+		d.EnableSpans(tc.on)
+		if out, err = d.Forward(&device.Batch{Seqs: tc.seqs}, out); err != nil {
+			t.Fatal(err)
+		}
+		spans = d.AppendSpans(spans[:0])
+		switch {
+		case tc.want == "" && len(spans) != 0:
+			t.Errorf("step %d: spans off, got %+v", i, spans)
+		case tc.want != "" && (len(spans) != 1 || spans[0].Name != tc.want || spans[0].Dur <= 0 || !spans[0].OnGPU):
+			t.Errorf("step %d: want one %s GPU span, got %+v", i, tc.want, spans)
+		}
+	}
 }

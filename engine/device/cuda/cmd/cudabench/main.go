@@ -31,13 +31,15 @@ type options struct {
 	gen, blockSize        int
 	maxStepTokens         int
 	skipOffline, skipProf bool
+	ncuBatches            string
+	profileHook           func(on bool) error // decodeStep: around the timed steps (ncu)
 }
 
 func main() {
 	var o options
 	var batches string
 	flag.StringVar(&o.preset, "preset", "gpt2", "model preset (random weights)")
-	flag.StringVar(&batches, "batches", "1,32,128", "decode batch sizes")
+	flag.StringVar(&batches, "batches", "1,8,16,32,128", "decode batch sizes")
 	flag.IntVar(&o.ctx, "ctx", 300, "context length of decode sequences")
 	flag.IntVar(&o.steps, "steps", 50, "timed decode steps per batch size")
 	flag.IntVar(&o.prompts, "prompts", 128, "offline: prompts")
@@ -47,19 +49,29 @@ func main() {
 	flag.IntVar(&o.maxStepTokens, "max-step-tokens", 8192, "largest step in tokens")
 	flag.BoolVar(&o.skipOffline, "skip-offline", false, "skip the offline run")
 	flag.BoolVar(&o.skipProf, "skip-profile", false, "skip the per-op table")
+	flag.StringVar(&o.ncuBatches, "ncu-batches", "", "only run one profiled decode step per batch size (for ncu --profile-from-start off)")
 	flag.Parse()
-	for _, s := range strings.Split(batches, ",") {
-		b, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || b < 1 {
-			fmt.Fprintf(os.Stderr, "cudabench: bad batch size %q\n", s)
-			os.Exit(2)
-		}
-		o.batches = append(o.batches, b)
+	var err error
+	if o.batches, err = parseBatches(batches); err != nil {
+		fmt.Fprintln(os.Stderr, "cudabench:", err)
+		os.Exit(2)
 	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "cudabench:", err)
 		os.Exit(1)
 	}
+}
+
+func parseBatches(list string) ([]int, error) {
+	var out []int
+	for _, s := range strings.Split(list, ",") {
+		b, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || b < 1 {
+			return nil, fmt.Errorf("bad batch size %q", s)
+		}
+		out = append(out, b)
+	}
+	return out, nil
 }
 
 type row struct{ name, value string }
@@ -99,14 +111,6 @@ func run(o options) error {
 	}
 	defer d.Close()
 	fmt.Printf("device %s; model %s (%d params); setup %.1fs\n", d.GPUName(), o.preset, cfg.NumParameters(), time.Since(t0).Seconds())
-	defer printTable(d)
-	ceil, err := d.MeasureCeilings()
-	if err != nil {
-		return err
-	}
-	record("ceiling: D2D copy (read+write)", fmt.Sprintf("%.0f GB/s", ceil.CopyGBs))
-	record("ceiling: fp16 GEMM 8192^3 (cuBLASLt)", fmt.Sprintf("%.0f TFLOP/s", ceil.GemmTFLOPs))
-	record("driver CUDA version", strconv.Itoa(ceil.DriverCUDA))
 	r := rand.New(rand.NewPCG(1, 2))
 	params := sample.Params{Temperature: 0.7, TopK: 50, TopP: 0.9}
 	nextBlock := int32(0)
@@ -119,30 +123,48 @@ func run(o options) error {
 		}
 		return t
 	}
+	if o.ncuBatches != "" {
+		nb, err := parseBatches(o.ncuBatches)
+		if err != nil {
+			return err
+		}
+		return ncuSteps(d, r, o, params, alloc, nb)
+	}
+	defer printTable(d)
+	ceil, err := d.MeasureCeilings()
+	if err != nil {
+		return err
+	}
+	record("ceiling: D2D copy (read+write)", fmt.Sprintf("%.0f GB/s", ceil.CopyGBs))
+	record("ceiling: fp16 GEMM 8192^3 (cuBLASLt)", fmt.Sprintf("%.0f TFLOP/s", ceil.GemmTFLOPs))
+	record("driver CUDA version", strconv.Itoa(ceil.DriverCUDA))
 	for _, b := range o.batches {
-		for _, noGraph := range []bool{false, true} {
-			d.SetNoCUDAGraph(noGraph)
+		for _, v := range decodeVariants {
+			if err := v.set(d); err != nil {
+				return err
+			}
 			ms, err := decodeStep(d, r, b, o, params, alloc, false)
 			if err != nil {
-				return fmt.Errorf("decode batch %d: %w", b, err)
+				return fmt.Errorf("decode batch %d (%s): %w", b, v.name, err)
 			}
-			label := "graph"
-			if noGraph {
-				label = "no graph"
-			}
-			record(fmt.Sprintf("decode step, batch %d, ctx %d (%s)", b, o.ctx, label), fmt.Sprintf("%.3f ms (%.0f tok/s)", ms, float64(b)/ms*1000))
+			record(fmt.Sprintf("decode step, batch %d, ctx %d (%s)", b, o.ctx, v.name), fmt.Sprintf("%.3f ms (%.0f tok/s)", ms, float64(b)/ms*1000))
 		}
 	}
-	d.SetNoCUDAGraph(false)
+	if err := decodeVariants[0].set(d); err != nil {
+		return err
+	}
 	if !o.skipOffline {
-		for _, mode := range []string{"sync", "overlap", "no graph", "simple prefill attention"} {
+		for _, mode := range []string{"sync", "overlap", "no graph", "simple prefill attention", "overlap, block decode attention"} {
 			d.SetNoCUDAGraph(mode == "no graph")
 			if err := d.SetSimplePrefillAttention(mode == "simple prefill attention"); err != nil {
 				return err
 			}
+			if err := d.SetKernelVariants(0, mode == "overlap, block decode attention"); err != nil {
+				return err
+			}
 			var best float64
 			for rep := 0; rep < 2; rep++ { // the first run captures graphs
-				tps, err := offline(d, r, o, params, alloc, mode == "overlap")
+				tps, err := offline(d, r, o, params, alloc, strings.HasPrefix(mode, "overlap"))
 				if err != nil {
 					return fmt.Errorf("offline (%s): %w", mode, err)
 				}
@@ -152,6 +174,9 @@ func run(o options) error {
 		}
 		d.SetNoCUDAGraph(false)
 		if err := d.SetSimplePrefillAttention(false); err != nil {
+			return err
+		}
+		if err := d.SetKernelVariants(0, false); err != nil {
 			return err
 		}
 	}
@@ -170,12 +195,55 @@ func run(o options) error {
 			return err
 		}
 		fmt.Printf("\nper-op GPU time, one prefill step of %d x %d tokens:\n%s", n, o.promptLen, d.OpProfile(1))
-		for _, b := range o.batches {
-			po := o
-			po.steps = 20
-			if _, err := decodeStep(d, r, b, po, params, alloc, true); err != nil {
+		for _, v := range []variant{decodeVariants[0], decodeVariants[2]} {
+			if err := v.set(d); err != nil {
 				return err
 			}
+			for _, b := range o.batches {
+				if v.name != decodeVariants[0].name && b != o.batches[0] && b != o.batches[len(o.batches)-1] {
+					continue // the old kernels: smallest and largest batch only
+				}
+				po := o
+				po.steps = 20
+				fmt.Printf("\n[%s]", v.name)
+				if _, err := decodeStep(d, r, b, po, params, alloc, true); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// variant is one configuration of the decode path the benchmark compares.
+type variant struct {
+	name string
+	set  func(d *cuda.Device) error
+}
+
+var decodeVariants = []variant{
+	{"graph", func(d *cuda.Device) error { d.SetNoCUDAGraph(false); return d.SetKernelVariants(0, false) }},
+	{"no graph", func(d *cuda.Device) error { d.SetNoCUDAGraph(true); return d.SetKernelVariants(0, false) }},
+	{"graph, LN+cuBLASLt, block attention", func(d *cuda.Device) error { d.SetNoCUDAGraph(false); return d.SetKernelVariants(-1, true) }},
+}
+
+// ncuSteps runs, for each batch size and for the default and the old
+// decode kernels, a few eager decode steps and then one between
+// ProfilerRange calls: under `ncu --profile-from-start off` exactly those
+// steps' kernels are measured, each step starting with encoder_forward.
+func ncuSteps(d *cuda.Device, r *rand.Rand, o options, p sample.Params, alloc func(int) []int32, batches []int) error {
+	for _, b := range batches {
+		for _, v := range []variant{decodeVariants[1], {"old", func(d *cuda.Device) error { d.SetNoCUDAGraph(true); return d.SetKernelVariants(-1, true) }}} {
+			if err := v.set(d); err != nil {
+				return err
+			}
+			po := o
+			po.steps = 1
+			po.profileHook = func(on bool) error { return d.ProfilerRange(on) }
+			if _, err := decodeStep(d, r, b, po, p, alloc, false); err != nil {
+				return err
+			}
+			fmt.Printf("ncu: profiled one decode step, batch %d, ctx %d (%s kernels)\n", b, o.ctx, v.name)
 		}
 	}
 	return nil
@@ -217,6 +285,11 @@ func decodeStep(d *cuda.Device, r *rand.Rand, b int, o options, p sample.Params,
 			s.SampleIndex = k + 1
 			batch.Seqs[i] = s
 		}
+		if k == 5 && o.profileHook != nil {
+			if err := o.profileHook(true); err != nil {
+				return 0, err
+			}
+		}
 		t := time.Now()
 		var err error
 		if out, err = d.Forward(&batch, out); err != nil {
@@ -224,6 +297,11 @@ func decodeStep(d *cuda.Device, r *rand.Rand, b int, o options, p sample.Params,
 		}
 		if k >= 5 {
 			times = append(times, float64(time.Since(t).Microseconds())/1000)
+		}
+	}
+	if o.profileHook != nil {
+		if err := o.profileHook(false); err != nil {
+			return 0, err
 		}
 	}
 	sort.Float64s(times)

@@ -1,0 +1,92 @@
+package cuda
+
+import "fmt"
+
+// Small-batch projections (gemv.cu): steps of at most maxGemvRows token rows
+// run each projection as one tensor-core GEMV launch that reads the weights
+// once at full bandwidth, with the preceding LayerNorm fused in, instead of
+// a LayerNorm kernel plus a cuBLASLt GEMM whose tiles leave most SMs idle.
+
+const (
+	maxGemvRows     = 16   // the kernels' largest row tile (MR)
+	gemvMaxChannels = 1024 // GEMV_MAXC: LayerNorm rows staged in shared memory
+	gemvThreads     = 256  // GEMV_WARPS * 32
+)
+
+// Epilogues: GEMV_* in gemv.cu.
+const (
+	gemvOut16Bias     = 0 // fp16 out = acc + fp16 bias
+	gemvOut16BiasGelu = 1 // fp16 out = gelu(acc + fp16 bias)
+	gemvResidual      = 2 // fp32 out += acc + fp32 bias
+	gemvOut32         = 3 // fp32 out = acc
+)
+
+func gemvKernelName(ln, rows16, tiles2 bool) string {
+	name := "gemv_"
+	if ln {
+		name += "ln_"
+	}
+	mr, nt := 8, 1
+	if rows16 {
+		mr = 16
+	}
+	if tiles2 {
+		nt = 2
+	}
+	return fmt.Sprintf("%sr%d_n%d", name, mr, nt)
+}
+
+func gemvKernelNames() []string {
+	var names []string
+	for _, ln := range []bool{false, true} {
+		for _, r := range []bool{false, true} {
+			for _, t := range []bool{false, true} {
+				names = append(names, gemvKernelName(ln, r, t))
+			}
+		}
+	}
+	return names
+}
+
+// useGemv reports whether a projection over rows token rows goes through gemv.cu.
+func (d *Device) useGemv(rows int) bool {
+	return d.gemvOK && rows > 0 && rows <= d.opts.GemvMaxRows
+}
+
+// gemvShape picks the kernel variant and grid for rows x oc: two 8-column
+// tiles per block when that still gives every SM a block, and a grid of at
+// most perSM blocks per SM (the kernels loop over tiles; the LayerNorm
+// kernels stage their rows once per block, so fewer blocks).
+func (d *Device) gemvShape(ln bool, rows, oc, perSM int) (kernel, int) {
+	big, nt := 0, 0
+	if rows > 8 {
+		big = 1
+	}
+	if ceilDiv(oc, 16) >= d.g.smCount {
+		nt = 1
+	}
+	lnIdx := 0
+	if ln {
+		lnIdx = 1
+	}
+	tiles := ceilDiv(oc, 8*(nt+1))
+	return d.kGemv[lnIdx][big][nt], min(tiles, perSM*d.g.smCount)
+}
+
+// gemvLN: out(rows, oc) = LayerNorm(resid[sel[i]] or resid[i]; lnW, lnB) @ w^T,
+// then the epilogue (bias16 for the fp16 modes). sel = 0: the first rows rows.
+func (d *Device) gemvLN(out devPtr, ldo int, resid, sel, lnW, lnB, w, bias16 devPtr, rows, oc, mode int) error {
+	k, grid := d.gemvShape(true, rows, oc, 2)
+	return d.g.launch(k, grid, 1, 1, gemvThreads, 0,
+		argPtr(out), argInt(ldo), argPtr(resid), argPtr(sel), argPtr(lnW), argPtr(lnB), argF32(d.cfg.LayerNormEpsilon),
+		argPtr(w), argPtr(bias16), argPtr(0), argInt(rows), argInt(d.cfg.Channels), argInt(oc), argInt(mode))
+}
+
+// gemv: out(rows, oc) (+)= x(rows, K; row stride ldx) @ w^T + bias32 with
+// the residual epilogue (the only one the model uses without LayerNorm).
+func (d *Device) gemv(out devPtr, ldo int, x devPtr, ldx int, w, bias32 devPtr, rows, K, oc, mode int) error {
+	k, grid := d.gemvShape(false, rows, oc, 4)
+	return d.g.launch(k, grid, 1, 1, gemvThreads, 0,
+		argPtr(out), argInt(ldo), argPtr(x), argInt(ldx), argPtr(w), argPtr(0), argPtr(bias32),
+		argInt(rows), argInt(K), argInt(oc), argInt(mode))
+}

@@ -1,0 +1,161 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestGemvKernels runs every gemv.cu kernel over random shapes (row counts
+// across the 8/16-row variants, column counts that leave partial tiles,
+// grids smaller than the tile count so blocks loop) in each epilogue, and
+// compares with a float64 reference. Outputs start poisoned (or, for the
+// residual epilogue, random), and the padding columns past OC must stay
+// untouched.
+func TestGemvKernels(t *testing.T) {
+	testGPU(t)
+	r := rand.New(rand.NewPCG(31, 32))
+	type tcase struct {
+		ln           bool
+		M, K, OC     int
+		mode, grid   int
+		rows16, two  bool
+		selectedRows bool
+	}
+	var cases []tcase
+	for _, ln := range []bool{true, false} {
+		for _, rows16 := range []bool{false, true} {
+			for _, two := range []bool{false, true} {
+				Ms := []int{1, 5, 8}
+				if rows16 {
+					Ms = []int{9, 16}
+				}
+				for i, M := range Ms {
+					c := tcase{ln: ln, M: M, rows16: rows16, two: two, grid: []int{3, 200}[i%2]}
+					if ln {
+						c.K, c.OC, c.mode, c.selectedRows = []int{256, 768}[i%2], []int{100, 2304}[i%2], []int{gemvOut16Bias, gemvOut16BiasGelu, gemvOut32}[i%3], i%2 == 0
+					} else {
+						c.K, c.OC, c.mode = []int{3072, 768}[i%2], []int{768, 40}[i%2], []int{gemvResidual, gemvOut16Bias}[i%2]
+					}
+					cases = append(cases, c)
+				}
+			}
+		}
+	}
+	for _, c := range cases {
+		name := fmt.Sprintf("%s_M%d_K%d_OC%d_mode%d_grid%d_sel%v", gemvKernelName(c.ln, c.rows16, c.two), c.M, c.K, c.OC, c.mode, c.grid, c.selectedRows)
+		t.Run(name, func(t *testing.T) {
+			g := testGPU(t)
+			runGemvCase(t, g, r, gemvKernelName(c.ln, c.rows16, c.two), c.ln, c.M, c.K, c.OC, c.mode, c.grid, c.selectedRows)
+		})
+	}
+}
+
+func runGemvCase(t *testing.T, g *gpu, r *rand.Rand, kname string, ln bool, M, K, OC, mode, grid int, selectedRows bool) {
+	const eps = 1e-5
+	ldo := OC + 24 // padding columns that must stay poisoned
+	W := roundF16(randn(r, OC*K, 1/float32(math.Sqrt(float64(K)))))
+	bias := randn(r, OC, 0.5)
+	bias16 := roundF16(bias)
+	fp32Out := mode == gemvResidual || mode == gemvOut32
+	// Inputs as the reference sees them (after the kernel's own fp16 rounding).
+	xin := make([][]float64, M)
+	var args []uint64
+	elem := 2
+	if fp32Out {
+		elem = 4
+	}
+	out := devBuf(t, g, elem*M*ldo)
+	init := make([]float32, M*ldo)
+	if mode == gemvResidual {
+		copy(init, randn(r, M*ldo, 1))
+		out = upload(t, g, init)
+	}
+	if ln {
+		R := M + 7
+		resid := randn(r, R*K, 2)
+		for i := range resid {
+			resid[i] += 0.3
+		}
+		lnw, lnb := randn(r, K, 1), randn(r, K, 0.1)
+		sel := make([]int32, M)
+		for i := range sel {
+			sel[i] = int32(i)
+			if selectedRows {
+				sel[i] = int32(R - 1 - 2*i%R)
+			}
+		}
+		tmp := make([]float32, K)
+		for m := 0; m < M; m++ {
+			refLayerNorm(tmp, resid[int(sel[m])*K:(int(sel[m])+1)*K], lnw, lnb, eps)
+			xin[m] = make([]float64, K)
+			for k, v := range roundF16(tmp) {
+				xin[m][k] = float64(v)
+			}
+		}
+		selPtr := devPtr(0)
+		if selectedRows {
+			selPtr = upload(t, g, sel)
+		}
+		args = []uint64{argPtr(out), argInt(ldo), argPtr(upload(t, g, resid)), argPtr(selPtr), argPtr(upload(t, g, lnw)),
+			argPtr(upload(t, g, lnb)), argF32(eps), argPtr(upload(t, g, toF16(W))), argPtr(upload(t, g, toF16(bias16))),
+			argPtr(upload(t, g, bias)), argInt(M), argInt(K), argInt(OC), argInt(mode)}
+	} else {
+		ldx := K + 8
+		x := roundF16(randn(r, M*ldx, 1))
+		for m := 0; m < M; m++ {
+			xin[m] = make([]float64, K)
+			for k := 0; k < K; k++ {
+				xin[m][k] = float64(x[m*ldx+k])
+			}
+		}
+		args = []uint64{argPtr(out), argInt(ldo), argPtr(upload(t, g, toF16(x))), argInt(ldx), argPtr(upload(t, g, toF16(W))),
+			argPtr(upload(t, g, toF16(bias16))), argPtr(upload(t, g, bias)), argInt(M), argInt(K), argInt(OC), argInt(mode)}
+	}
+	if err := g.launch(g.kernel(kname), grid, 1, 1, gemvThreads, 0, args...); err != nil {
+		t.Fatal(err)
+	}
+	var got []float32
+	if fp32Out {
+		got = download[float32](t, g, out, M*ldo)
+	} else {
+		got = fromF16(download[uint16](t, g, out, M*ldo))
+	}
+	want := make([]float32, 0, M*OC)
+	have := make([]float32, 0, M*OC)
+	for m := 0; m < M; m++ {
+		for n := 0; n < ldo; n++ {
+			v := got[m*ldo+n]
+			if n >= OC {
+				if mode == gemvResidual && v != init[m*ldo+n] || mode != gemvResidual && !math.IsNaN(float64(v)) {
+					t.Fatalf("row %d column %d past OC %d was written: %v", m, n, OC, v)
+				}
+				continue
+			}
+			if math.IsNaN(float64(v)) {
+				t.Fatalf("row %d column %d unwritten", m, n)
+			}
+			acc := 0.0
+			for k := 0; k < K; k++ {
+				acc += xin[m][k] * float64(W[n*K+k])
+			}
+			var ref float64
+			switch mode {
+			case gemvOut16Bias:
+				ref = acc + float64(bias16[n])
+			case gemvOut16BiasGelu:
+				z := acc + float64(bias16[n])
+				ref = 0.5 * z * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(z+0.044715*z*z*z)))
+			case gemvResidual:
+				ref = float64(init[m*ldo+n]) + acc + float64(bias[n])
+			default:
+				ref = acc
+			}
+			want, have = append(want, float32(ref)), append(have, v)
+		}
+	}
+	if e := relErr(have, want); e > 2e-3 {
+		t.Errorf("rel err %.2e", e)
+	}
+}

@@ -1,0 +1,147 @@
+// attention_warp.cu: decode attention with one warp per (sequence, head, key
+// split), head size 64. Same contract as attention_decode_64 in attention.cu
+// (fused KV append of the new token, split partials merged by
+// attention_decode_combine), built for bandwidth at large batches:
+//   - no block-level barrier or shared memory: a warp is independent, and a
+//     batch-128 step's 1536 warps are all resident at once (no tail wave);
+//   - a lane group of 8 lanes reads one key as 16-byte pieces, four groups
+//     read four consecutive keys (512 contiguous bytes per load instruction),
+//     and each lane keeps 8 keys' K and V loads in flight per round;
+//   - the next round's block-table lookups are issued before this round's
+//     keys are used, so a round waits for one memory latency, not two.
+#include "common.cuh"
+
+#define AW_WARPS 4   // heads per block
+#define AW_ROUND 32  // keys per warp per round (8 per lane)
+
+__device__ __forceinline__ uint4 ld_kv(const half_t* p) {
+    uint4 v;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+
+// Grid (decode seqs, ceil(NH / AW_WARPS), nsplit), AW_WARPS * 32 threads.
+extern "C" __global__ void __launch_bounds__(AW_WARPS * 32) attention_decode_warp_64(
+    half_t* out, const half_t* qkv, half_t* kc, half_t* vc, const int* block_tables, int max_blocks,
+    const int* q_start, const int* ctx_len, const int* dec_seqs, int NH, int B, float scale, int nsplit,
+    float* part) {
+    constexpr int HD = 64;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, sub = lane & 7, kq = lane >> 3;
+    const int h = blockIdx.y * AW_WARPS + warp;
+    if (h >= NH) return;  // a whole warp; nothing below synchronises the block
+    const int s = dec_seqs[blockIdx.x], split = blockIdx.z;
+    const int C = NH * HD;
+    const int t = q_start[s], p = ctx_len[s];
+    const int* bt = block_tables + (size_t)s * max_blocks;
+    const half_t* qrow = qkv + (size_t)t * 3 * C + h * HD;
+    const int nkeys = p + 1;
+    const int chunk = (((nkeys + nsplit - 1) / nsplit) + 15) & ~15;  // splits start at multiples of 16 keys
+    const int kbeg = min(nkeys, split * chunk), kend = min(nkeys, kbeg + chunk);
+
+    if (kbeg <= p && p < kend && kq == 0) {  // fused KV append of the new token
+        size_t o = kv_offset(bt[p / B], h, p % B, NH, B, HD) + sub * 8;
+        *(uint4*)(kc + o) = *(const uint4*)(qrow + C + sub * 8);
+        *(uint4*)(vc + o) = *(const uint4*)(qrow + 2 * C + sub * 8);
+    }
+    float q[8];
+    unpack8(*(const uint4*)(qrow + sub * 8), q);
+#pragma unroll
+    for (int i = 0; i < 8; i++) q[i] *= scale;
+
+    // off[r]: this lane's 16-byte piece of key j0 + 4r + kq, in 16-byte units.
+    uint32_t off[8];
+    auto lookup = [&](int j0, uint32_t* o) {
+#pragma unroll
+        for (int r = 0; r < 8; r++) {
+            int j = j0 + 4 * r + kq;
+            o[r] = (j < kend && j != p) ? (uint32_t)(kv_offset(bt[j / B], h, j % B, NH, B, HD) / 8) + sub : 0u;
+        }
+    };
+    lookup(kbeg, off);
+    float m = NEG_INF, l = 0.f, acc[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) acc[i] = 0.f;
+    const uint4* k4 = reinterpret_cast<const uint4*>(kc);
+    const uint4* v4 = reinterpret_cast<const uint4*>(vc);
+    for (int j0 = kbeg; j0 < kend; j0 += AW_ROUND) {
+        uint4 kr[8], vr[8];
+#pragma unroll
+        for (int r = 0; r < 8; r++) {
+            int j = j0 + 4 * r + kq;
+            kr[r] = vr[r] = make_uint4(0, 0, 0, 0);
+            if (j < kend) {
+                if (j == p) {  // the new token: from qkv, not the cache another lane is writing
+                    kr[r] = *(const uint4*)(qrow + C + sub * 8);
+                    vr[r] = *(const uint4*)(qrow + 2 * C + sub * 8);
+                } else {
+                    kr[r] = ld_kv(reinterpret_cast<const half_t*>(k4 + off[r]));
+                    vr[r] = ld_kv(reinterpret_cast<const half_t*>(v4 + off[r]));
+                }
+            }
+        }
+        if (j0 + AW_ROUND < kend) lookup(j0 + AW_ROUND, off);  // overlaps the loads above
+        float d[8];
+#pragma unroll
+        for (int r = 0; r < 8; r++) {
+            float f[8];
+            unpack8(kr[r], f);
+            float x = 0.f;
+#pragma unroll
+            for (int i = 0; i < 8; i++) x += q[i] * f[i];
+            d[r] = x;
+        }
+#pragma unroll
+        for (int o = 1; o < 8; o <<= 1) {
+#pragma unroll
+            for (int r = 0; r < 8; r++) d[r] += __shfl_xor_sync(0xffffffffu, d[r], o);
+        }
+        float mx = m;
+#pragma unroll
+        for (int r = 0; r < 8; r++) {
+            if (j0 + 4 * r + kq >= kend) d[r] = NEG_INF;
+            mx = fmaxf(mx, d[r]);
+        }
+        if (mx != NEG_INF) {
+            const float corr = __expf(m - mx);
+            l *= corr;
+#pragma unroll
+            for (int i = 0; i < 8; i++) acc[i] *= corr;
+#pragma unroll
+            for (int r = 0; r < 8; r++) {
+                const float pe = __expf(d[r] - mx);
+                float f[8];
+                unpack8(vr[r], f);
+                l += pe;
+#pragma unroll
+                for (int i = 0; i < 8; i++) acc[i] += pe * f[i];
+            }
+            m = mx;
+        }
+    }
+    // Merge the four key groups (lanes sub, sub+8, sub+16, sub+24).
+#pragma unroll
+    for (int o = 8; o < 32; o <<= 1) {
+        const float m2 = __shfl_xor_sync(0xffffffffu, m, o), l2 = __shfl_xor_sync(0xffffffffu, l, o);
+        const float M = fmaxf(m, m2);
+        const float c1 = m == NEG_INF ? 0.f : __expf(m - M), c2 = m2 == NEG_INF ? 0.f : __expf(m2 - M);
+        l = l * c1 + l2 * c2;
+#pragma unroll
+        for (int i = 0; i < 8; i++) acc[i] = acc[i] * c1 + __shfl_xor_sync(0xffffffffu, acc[i], o) * c2;
+        m = M;
+    }
+    if (kq != 0) return;
+    if (nsplit == 1) {
+        const float inv = 1.f / l;
+        uint4 pk;
+        pk.x = (uint32_t)f2h(acc[0] * inv) | ((uint32_t)f2h(acc[1] * inv) << 16);
+        pk.y = (uint32_t)f2h(acc[2] * inv) | ((uint32_t)f2h(acc[3] * inv) << 16);
+        pk.z = (uint32_t)f2h(acc[4] * inv) | ((uint32_t)f2h(acc[5] * inv) << 16);
+        pk.w = (uint32_t)f2h(acc[6] * inv) | ((uint32_t)f2h(acc[7] * inv) << 16);
+        *(uint4*)(out + (size_t)t * C + h * HD + sub * 8) = pk;
+    } else {  // partial: [m, l, acc[HD]] per (decode seq, head, split)
+        float* pp = part + (((size_t)blockIdx.x * NH + h) * nsplit + split) * (HD + 2);
+        if (sub == 0) pp[0] = m, pp[1] = l;
+#pragma unroll
+        for (int i = 0; i < 8; i++) pp[2 + sub * 8 + i] = acc[i];
+    }
+}

@@ -1,0 +1,193 @@
+// gemv.cu: the projections of steps with at most 16 token rows (small-batch
+// decode), where cuBLASLt's tiles leave most SMs idle and each LayerNorm is a
+// launch of its own. out(M, OC) = act(M, K) @ W(OC, K)^T, then an epilogue.
+//
+// A block of 8 warps owns NT tiles of 8 output columns at a time (grid-stride
+// over tiles) and splits K among its warps; the partial sums meet in shared
+// memory. Each lane streams 16-byte pieces of weight rows (a quad of lanes
+// reads 64 consecutive bytes of one row), several pieces in flight, and the
+// products run on the tensor cores: mma.sync m16n8k16 with the M rows as the
+// 16-row operand. The dot product does not care in which order k is summed,
+// so a lane's 8 consecutive halves of a weight row serve as its B fragments
+// of two MMAs, and the activations are loaded with the same k permutation.
+//
+// The _ln kernels take the fp32 residual stream and apply LayerNorm first
+// (the same arithmetic as layernorm_forward, rounded to fp16), staging the
+// normalised rows in shared memory: the LayerNorm kernel disappears.
+#include "common.cuh"
+
+#define GEMV_WARPS 8
+#define GEMV_U 6         // 32-wide k chunks per warp per round (loads in flight)
+#define GEMV_MAXC 1024   // largest K of the _ln kernels (staged rows)
+#define GEMV_XPAD 32     // halves of padding per staged row: quads of rows hit different banks
+
+// Epilogues (mode).
+#define GEMV_OUT16_BIAS 0       // out fp16 = acc + bias16
+#define GEMV_OUT16_BIAS_GELU 1  // out fp16 = gelu(acc + bias16)
+#define GEMV_RESIDUAL 2         // out fp32 += acc + bias32
+#define GEMV_OUT32 3            // out fp32 = acc
+
+// Weights are read once: keep them out of L1, where the activations live.
+__device__ __forceinline__ uint4 ld_stream(const half_t* p) {
+    uint4 v;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ void mma16816(float* c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// gelu_new: GPT-2's tanh approximation, as cuBLASLt's GELU epilogue.
+__device__ __forceinline__ float gelu_tanh(float x) {
+    return 0.5f * x * (1.f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
+
+// gemv_impl: M <= MR rows. LN: the input is LayerNorm(resid[rows[m]]) (rows
+// may be null: row m), K = C; else x (M, ldx) fp16. W (OC, K) fp16 rows.
+template <int MR, int NT, bool LN>
+__device__ __forceinline__ void gemv_impl(void* out, int ldo, const half_t* x, int ldx, const float* resid,
+                                          const int* rows, const float* lnw, const float* lnb, float eps,
+                                          const half_t* W, const half_t* bias16, const float* bias32, int M,
+                                          int K, int OC, int mode) {
+    __shared__ __align__(16) half_t xs[LN ? MR * (GEMV_MAXC + GEMV_XPAD) : 8];
+    __shared__ float red[GEMV_WARPS][NT * 4][32];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;
+    const int xstride = K + GEMV_XPAD;
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+    if (LN) {
+        for (int m = warp; m < MR; m += GEMV_WARPS) {
+            half_t* o = xs + m * xstride;
+            if (m >= M) {
+                for (int c = lane * 8; c < K; c += 256) *(uint4*)(o + c) = zero;
+                continue;
+            }
+            const float* xr = resid + (size_t)(rows ? rows[m] : m) * K;
+            float4 v[GEMV_MAXC / 128];
+            float sum = 0.f;
+#pragma unroll
+            for (int k = 0; k < GEMV_MAXC / 128; k++) {
+                int i = (k * 32 + lane) * 4;
+                v[k] = i < K ? *(const float4*)(xr + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+                sum += v[k].x + v[k].y + v[k].z + v[k].w;
+            }
+            float mean = warp_sum(sum) / K;
+            float var = 0.f;
+#pragma unroll
+            for (int k = 0; k < GEMV_MAXC / 128; k++) {
+                int i = (k * 32 + lane) * 4;
+                if (i < K) {
+                    float a = v[k].x - mean, bb = v[k].y - mean, c = v[k].z - mean, d = v[k].w - mean;
+                    var += a * a + bb * bb + c * c + d * d;
+                }
+            }
+            float rstd = rsqrtf(warp_sum(var) / K + eps);
+#pragma unroll
+            for (int k = 0; k < GEMV_MAXC / 128; k++) {
+                int i = (k * 32 + lane) * 4;
+                if (i < K) {
+                    float4 ww = *(const float4*)(lnw + i), bv = *(const float4*)(lnb + i);
+                    uint2 pk;
+                    pk.x = (uint32_t)f2h((v[k].x - mean) * rstd * ww.x + bv.x) | ((uint32_t)f2h((v[k].y - mean) * rstd * ww.y + bv.y) << 16);
+                    pk.y = (uint32_t)f2h((v[k].z - mean) * rstd * ww.z + bv.z) | ((uint32_t)f2h((v[k].w - mean) * rstd * ww.w + bv.w) << 16);
+                    *(uint2*)(o + i) = pk;
+                }
+            }
+        }
+        __syncthreads();
+    }
+    const int nchunk = K / 32;
+    const int c_beg = warp * nchunk / GEMV_WARPS, c_end = (warp + 1) * nchunk / GEMV_WARPS;
+    const int ntiles = (OC + NT * 8 - 1) / (NT * 8);
+    for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+        const int n0 = tile * NT * 8;
+        float acc[NT][4];
+#pragma unroll
+        for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.f;
+        for (int c = c_beg; c < c_end; c += GEMV_U) {
+            uint4 wv[GEMV_U][NT], xa[GEMV_U], xb[GEMV_U];
+#pragma unroll
+            for (int u = 0; u < GEMV_U; u++) {
+                const int k = (c + u) * 32 + q * 8;
+                const bool ok = c + u < c_end;
+#pragma unroll
+                for (int t = 0; t < NT; t++) {
+                    const int n = n0 + t * 8 + g;
+                    wv[u][t] = (ok && n < OC) ? ld_stream(W + (size_t)n * K + k) : zero;
+                }
+                if (LN) {
+                    xa[u] = ok ? *(const uint4*)(xs + g * xstride + k) : zero;
+                    xb[u] = (ok && MR > 8) ? *(const uint4*)(xs + (g + 8) * xstride + k) : zero;
+                } else {
+                    xa[u] = (ok && g < M) ? *(const uint4*)(x + (size_t)g * ldx + k) : zero;
+                    xb[u] = (ok && MR > 8 && g + 8 < M) ? *(const uint4*)(x + (size_t)(g + 8) * ldx + k) : zero;
+                }
+            }
+            // Lane (g, q) holds k = 32c + 8q .. +7 of row g (x) and column g (W):
+            // halves 0-3 are the first MMA's k = 2q, 2q+1, 2q+8, 2q+9, halves 4-7 the second's.
+#pragma unroll
+            for (int u = 0; u < GEMV_U; u++) {
+#pragma unroll
+                for (int t = 0; t < NT; t++) {
+                    mma16816(acc[t], xa[u].x, xb[u].x, xa[u].y, xb[u].y, wv[u][t].x, wv[u][t].y);
+                    mma16816(acc[t], xa[u].z, xb[u].z, xa[u].w, xb[u].w, wv[u][t].z, wv[u][t].w);
+                }
+            }
+        }
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) red[warp][t * 4 + e][lane] = acc[t][e];
+        }
+        __syncthreads();
+        if (warp == 0) {
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int row = g + (e >= 2 ? 8 : 0), n = n0 + t * 8 + q * 2 + (e & 1);
+                    if (row >= M || n >= OC) continue;
+                    float s = red[0][t * 4 + e][lane];
+#pragma unroll
+                    for (int w = 1; w < GEMV_WARPS; w++) s += red[w][t * 4 + e][lane];
+                    const size_t o = (size_t)row * ldo + n;
+                    switch (mode) {
+                        case GEMV_OUT16_BIAS:
+                            ((half_t*)out)[o] = f2h(s + h2f(bias16[n]));
+                            break;
+                        case GEMV_OUT16_BIAS_GELU:
+                            ((half_t*)out)[o] = f2h(gelu_tanh(s + h2f(bias16[n])));
+                            break;
+                        case GEMV_RESIDUAL:
+                            ((float*)out)[o] += s + bias32[n];
+                            break;
+                        default:
+                            ((float*)out)[o] = s;
+                    }
+                }
+            }
+        }
+        __syncthreads();
+    }
+}
+
+#define GEMV_KERNELS(MR, NT)                                                                                          \
+    extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_ln_r##MR##_n##NT(                            \
+        void* out, int ldo, const float* resid, const int* rows, const float* lnw, const float* lnb, float eps,       \
+        const half_t* W, const half_t* bias16, const float* bias32, int M, int K, int OC, int mode) {                 \
+        gemv_impl<MR, NT, true>(out, ldo, nullptr, 0, resid, rows, lnw, lnb, eps, W, bias16, bias32, M, K, OC, mode); \
+    }                                                                                                                 \
+    extern "C" __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_r##MR##_n##NT(                               \
+        void* out, int ldo, const half_t* x, int ldx, const half_t* W, const half_t* bias16, const float* bias32,     \
+        int M, int K, int OC, int mode) {                                                                             \
+        gemv_impl<MR, NT, false>(out, ldo, x, ldx, nullptr, nullptr, nullptr, nullptr, 0.f, W, bias16, bias32, M, K,  \
+                                 OC, mode);                                                                           \
+    }
+
+GEMV_KERNELS(8, 1)
+GEMV_KERNELS(8, 2)
+GEMV_KERNELS(16, 1)
+GEMV_KERNELS(16, 2)
