@@ -7,23 +7,26 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/roseinfer/roseinfer/harness/backend"
 	"github.com/roseinfer/roseinfer/harness/run"
+	"github.com/roseinfer/roseinfer/results"
 	"github.com/roseinfer/roseinfer/traces"
 )
 
 // OnlineInput is what bench online's profile stage needs besides its flags.
 type OnlineInput struct {
 	Bench run.OnlineOptions // the benchmark's settings: backends, trace, sampling, warmup, servers
-	// ThirdParty holds the vLLM/SGLang/TensorRT-LLM flags; nil profiles
-	// roseinfer runs only.
-	ThirdParty *backend.ThirdPartyOptions
 	// RunDir is the benchmark's run directory; "" makes a new
 	// online_<YYYYmmdd_HHMMSS> under Bench.OutputDir (--profile-only).
 	RunDir string
+	// ResultsPath is the benchmark's online_results.json, if it ran: the
+	// CPU split it chose (meta server_cpus/client_cpus) is reused when
+	// Bench names none, so profiled servers run where measured ones did.
+	ResultsPath string
 	// Specs are the run specs to profile; nil builds them from Bench and
 	// ThirdParty as the benchmark does.
 	Specs []backend.Spec
@@ -42,13 +45,16 @@ func Online(ctx context.Context, p Options, in OnlineInput) (*Report, error) {
 		return nil, err
 	}
 	o := &in.Bench
+	if in.ResultsPath != "" && o.ServerCPUs == "" && o.ClientCPUs == "" {
+		o.ServerCPUs, o.ClientCPUs = cpusOfRun(in.ResultsPath)
+	}
 	work, err := newOnlineWorkload(o, &p)
 	if err != nil {
 		return nil, err
 	}
 	specs, skipped := in.Specs, []string(nil)
 	if specs == nil {
-		if specs, skipped, err = onlineSpecs(ctx, o, in.ThirdParty); err != nil {
+		if specs, skipped, err = onlineSpecs(ctx, o); err != nil {
 			return nil, err
 		}
 	}
@@ -60,7 +66,7 @@ func Online(ctx context.Context, p Options, in OnlineInput) (*Report, error) {
 	for i, s := range specs {
 		labels[i] = s.Label
 	}
-	meta := onlineMeta(&p, o, in.ThirdParty, tools, labels)
+	meta := onlineMeta(&p, o, tools, labels)
 	meta["versions"] = run.Versions(ctx)
 	if len(skipped) > 0 {
 		meta["skipped"] = skipped
@@ -120,7 +126,7 @@ func runDirFor(benchRunDir, exact, parent, kind string) (string, error) {
 // onlineSpecs builds the run specs the benchmark runs for --backends and
 // --variant: roseinfer and its variants, and the third-party backends. A
 // backend that cannot run here is returned as a skip note.
-func onlineSpecs(ctx context.Context, o *run.OnlineOptions, tp *backend.ThirdPartyOptions) ([]backend.Spec, []string, error) {
+func onlineSpecs(ctx context.Context, o *run.OnlineOptions) ([]backend.Spec, []string, error) {
 	if o.BaseURL != "" {
 		return nil, []string{o.BaseURL + ": a server given by --base-url cannot be restarted fresh for profiling"}, nil
 	}
@@ -140,11 +146,11 @@ func onlineSpecs(ctx context.Context, o *run.OnlineOptions, tp *backend.ThirdPar
 				return nil, nil, err
 			}
 			specs = append(specs, rs...)
-		case backend.IsThirdParty(name) && tp != nil:
+		case backend.IsThirdParty(name):
 			tctx := traces.Context{ModelMaxLen: o.ModelMaxLen, OverheadTokens: o.PromptOverheadTokens,
 				MaxInputLen: o.MaxInputLen, MaxOutputLen: o.MaxOutputLen}
-			s, err := backend.ThirdParty(ctx, name, tp, backend.ThirdPartyRun{Model: o.Model, ContextLen: tctx.ServerMaxLen(),
-				GPU: o.GPU, ServerCPUs: o.ServerCPUs})
+			s, err := backend.ThirdParty(ctx, name, &o.ThirdParty, backend.ThirdPartyRun{Model: o.Model,
+				ContextLen: tctx.ServerMaxLen(), GPU: o.GPU, ServerCPUs: o.ServerCPUs, Root: o.EnvsRoot})
 			var un *backend.Unavailable
 			if errors.As(err, &un) {
 				skipped = append(skipped, un.Error())
@@ -192,7 +198,7 @@ func roseinferSpecs(ctx context.Context, o *run.OnlineOptions) ([]backend.Spec, 
 
 // onlineMeta is the manifest's meta: the original's keys (E.4), in its
 // order, then ours.
-func onlineMeta(p *Options, o *run.OnlineOptions, tp *backend.ThirdPartyOptions, tools, labels []string) map[string]any {
+func onlineMeta(p *Options, o *run.OnlineOptions, tools, labels []string) map[string]any {
 	outLen := p.OutputLen
 	if outLen == 0 {
 		outLen = o.MaxOutputLen
@@ -222,16 +228,14 @@ func onlineMeta(p *Options, o *run.OnlineOptions, tp *backend.ThirdPartyOptions,
 		"server_cpus":                         nilIfEmpty(o.ServerCPUs),
 		"client_cpus":                         nilIfEmpty(o.ClientCPUs),
 		"warmup_requests":                     o.WarmupRequests,
+		"trtllm_worker_single_process":        o.ThirdParty.TRTLLMWorkerSingleProcess,
 		"trtllm_profile_start_stop":           p.TRTLLMProfileStartStop,
 		"trtllm_profile_record_gc":            p.TRTLLMProfileRecordGC,
+		"vllm_async_scheduling":               o.ThirdParty.VLLMAsyncScheduling,
 		// Ours.
 		"profile_nsys_bin": p.NsysBin,
 		"trace_path":       o.TracePath,
 		"device":           o.Device,
-	}
-	if tp != nil {
-		m["trtllm_worker_single_process"] = tp.TRTLLMWorkerSingleProcess
-		m["vllm_async_scheduling"] = tp.VLLMAsyncScheduling
 	}
 	return m
 }
@@ -248,4 +252,33 @@ func nilIfZero(n int) any {
 		return nil
 	}
 	return n
+}
+
+// cpusOfRun reads the CPU lists a benchmark run used from its results'
+// meta (a list of CPU ids, as the original wrote them, or a taskset
+// string); "" when absent.
+func cpusOfRun(resultsPath string) (server, client string) {
+	on, err := results.LoadOnline(resultsPath)
+	if err != nil {
+		return "", ""
+	}
+	return cpuList(on.Meta["server_cpus"]), cpuList(on.Meta["client_cpus"])
+}
+
+func cpuList(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case []any:
+		parts := make([]string, 0, len(v))
+		for _, c := range v {
+			n, ok := c.(float64)
+			if !ok || n < 0 || n != float64(int(n)) {
+				return ""
+			}
+			parts = append(parts, strconv.Itoa(int(n)))
+		}
+		return strings.Join(parts, ",")
+	}
+	return ""
 }

@@ -104,3 +104,21 @@ func TestRegisterFlags(t *testing.T) {
 		t.Error("offline has online-only flags")
 	}
 }
+
+func TestCPUListFromMeta(t *testing.T) {
+	cases := []struct {
+		v    any
+		want string
+	}{
+		{[]any{0.0, 1.0, 5.0}, "0,1,5"},
+		{"0-3", "0-3"},
+		{nil, ""},
+		{[]any{1.5}, ""},
+		{[]any{"x"}, ""},
+	}
+	for _, tc := range cases {
+		if got := cpuList(tc.v); got != tc.want {
+			t.Errorf("%v: %q, want %q", tc.v, got, tc.want)
+		}
+	}
+}
