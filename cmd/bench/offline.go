@@ -11,6 +11,7 @@ import (
 
 	"github.com/roseinfer/roseinfer/harness/backend"
 	"github.com/roseinfer/roseinfer/harness/offline"
+	"github.com/roseinfer/roseinfer/harness/profile"
 )
 
 func init() { addCommand(newOfflineCmd) }
@@ -25,6 +26,7 @@ const (
 
 func newOfflineCmd() *cobra.Command {
 	o := offline.Default()
+	prof := profile.DefaultOptions()
 	backends := strings.Join(o.Backends, ",")
 	serverArgs := ""
 	var simStepUS int
@@ -49,7 +51,7 @@ Defaults are the original's except: --device cpu, and for the CPU only
 			` (original 128).
 
 Writes <output-dir>/offline_<YYYYmmdd_HHMMSS>/offline_results.json and
-offline_summary.md. Exit status: 0 ok, 1 a backend failed, 130 interrupted.`,
+offline_summary.md. Exit status: 0 ok, 1 a backend failed, 130 interrupted.` + profileHelp,
 		Example: `  bench offline --input-len 256 --output-len 64 --num-prompts 128
   bench offline --backends roseinfer --device sim --sim-step-us 1000
   bench offline --model ./gpt2-random --input-len 512 --output-len 128`,
@@ -69,6 +71,12 @@ offline_summary.md. Exit status: 0 ok, 1 a backend failed, 130 interrupted.`,
 				o.OutputLen = cpuDefaultOutputLen
 			}
 			o.Log = os.Stderr
+			if err := prof.Validate(); err != nil {
+				return err
+			}
+			if prof.Only {
+				return profileOffline(prof, o, nil, nil)
+			}
 			rep, err := offline.Run(sig.stop, o)
 			if err != nil {
 				return err
@@ -78,10 +86,14 @@ offline_summary.md. Exit status: 0 ok, 1 a backend failed, 130 interrupted.`,
 			if rep.Interrupted {
 				return &exitError{code: exitInterrupted, msg: "interrupted; partial results written to " + rep.RunDir}
 			}
+			var benchErr error
 			if len(rep.Failures) > 0 {
-				return &exitError{code: exitFailed, msg: "failed:\n  " + strings.Join(rep.Failures, "\n  ")}
+				benchErr = &exitError{code: exitFailed, msg: "failed:\n  " + strings.Join(rep.Failures, "\n  ")}
 			}
-			return nil
+			if prof.Enabled() {
+				return profileOffline(prof, o, rep, benchErr)
+			}
+			return benchErr
 		},
 	}
 	f := cmd.Flags()
@@ -107,5 +119,6 @@ offline_summary.md. Exit status: 0 ok, 1 a backend failed, 130 interrupted.`,
 	f.Float64Var(&timeoutReadyS, "timeout-ready-s", o.TimeoutReady.Seconds(), "max seconds to wait for the server")
 	f.StringVar(&o.OutputDir, "output-dir", o.OutputDir, "parent of the run directory offline_<YYYYmmdd_HHMMSS>")
 	backend.RegisterThirdPartyFlags(f, &o.ThirdParty)
+	profile.RegisterOfflineFlags(f, &prof)
 	return cmd
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/roseinfer/roseinfer/harness/backend"
+	"github.com/roseinfer/roseinfer/harness/profile"
 	"github.com/roseinfer/roseinfer/harness/run"
 )
 
@@ -32,6 +33,7 @@ const onlineExamples = `  bench online --scales 0.4,0.8,1.6
 
 func newOnlineCmd() *cobra.Command {
 	o := run.DefaultOnline()
+	prof := profile.DefaultOptions()
 	var scales string
 	var timeoutReadyS, requestTimeoutS float64
 	backends := strings.Join(o.Backends, ",")
@@ -70,7 +72,7 @@ client's timestamps; "none" turns pinning off. Not applied with --device sim
 Writes <output-dir>/online_<YYYYmmdd_HHMMSS>/: online_results.json (per-request
 records included), online_summary.md and <label>.server.log per backend. The
 results are rewritten after every scale, so an interrupted run leaves valid
-partial results. Exit status: 0 ok, 1 a backend or scale failed, 130 interrupted.`,
+partial results. Exit status: 0 ok, 1 a backend or scale failed, 130 interrupted.` + profileHelp,
 		Example: onlineExamples,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -93,12 +95,21 @@ partial results. Exit status: 0 ok, 1 a backend or scale failed, 130 interrupted
 			}
 			o.Log = os.Stderr
 			o.Progress = newProgress(os.Stderr)
+			if err := prof.Validate(); err != nil {
+				return err
+			}
+			if prof.Only {
+				return profileOnline(prof, o, nil)
+			}
 			rep, err := run.Online(sig.stop, sig.abort, o)
 			if err != nil {
 				return err
 			}
 			fmt.Println(rep.ResultsPath)
 			fmt.Println(rep.SummaryPath)
+			if prof.Enabled() {
+				return profileOnline(prof, o, rep)
+			}
 			return finish(rep)
 		},
 	}
@@ -141,6 +152,7 @@ partial results. Exit status: 0 ok, 1 a backend or scale failed, 130 interrupted
 	f.StringVar(&o.GPU, "gpu", "", "CUDA_VISIBLE_DEVICES for launched servers (default: inherited)")
 	f.StringVar(&o.OutputDir, "output-dir", o.OutputDir, "parent of the run directory online_<YYYYmmdd_HHMMSS>")
 	backend.RegisterThirdPartyFlags(f, &o.ThirdParty)
+	profile.RegisterFlags(f, &prof)
 	return cmd
 }
 

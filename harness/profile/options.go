@@ -251,7 +251,9 @@ func (r registrar) nsys(o *Options, online bool) {
 // negated is the --no-x half of a pair: giving it sets the shared bool to false.
 type negated struct{ target *bool }
 
-func (n negated) String() string { return strconv.FormatBool(!*n.target) }
+// String is "false": giving the flag is what turns the value off, so help
+// text shows no default for it.
+func (n negated) String() string { return "false" }
 func (n negated) Type() string   { return "bool" }
 func (n negated) Set(s string) error {
 	v, err := strconv.ParseBool(s)
