@@ -16,6 +16,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/roseinfer/roseinfer/engine/device"
@@ -240,6 +241,9 @@ func (d *Device) waitUntil(deadline time.Time) {
 			d.spin = max(minSpin, d.spin-d.spin/32) // woke early enough: creep back
 		}
 	}
+	// Yield while spinning: with one CPU (or a starved machine) a bare spin
+	// would keep the server's HTTP goroutines from streaming until it ends.
 	for time.Now().Before(deadline) {
+		runtime.Gosched()
 	}
 }
