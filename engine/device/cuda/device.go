@@ -183,7 +183,7 @@ func (d *Device) init(w *model.Weights) error {
 		return err
 	}
 	N, M, C := d.opts.MaxStepTokens, d.opts.MaxSeqs, c.Channels
-	d.vocabPadded = (c.VocabSize + 127) &^ 127
+	d.vocabPadded = paddedVocab(c.VocabSize)
 	d.maxBlocks = ceilDiv(c.MaxSeqLen, d.kv.BlockSizeTokens)
 	maxTiles := ceilDiv(N, min(prefillTileRows, prefillTileRowsMMA)) + M // either prefill kernel
 	inWords := newLayout(N, M, maxTiles, M, d.maxBlocks).total
@@ -194,11 +194,14 @@ func (d *Device) init(w *model.Weights) error {
 		{&d.act.residual, 4 * N * C}, {&d.act.ln, 2 * N * C}, {&d.act.qkv, 2 * N * 3 * C}, {&d.act.attn, 2 * N * C},
 		{&d.act.fc, 2 * N * 4 * C}, {&d.act.delta, 2 * N * C}, {&d.act.lnf, 2 * M * C}, {&d.act.logits, 4 * M * d.vocabPadded},
 		{&d.act.outTok, 4 * M}, {&d.act.outLP, 4 * M}, {&d.act.inputs, 4 * inWords},
-		{&d.act.attnPart, 4 * M * c.NumHeads * maxDecodeSplits * (C/c.NumHeads + 2)},
+		{&d.act.attnPart, 4 * M * c.NumHeads * maxDecodeSplits * (C/c.NumHeads + 2)}, {&d.act.attnCount, 4 * M * c.NumHeads},
 	} {
 		if *b.p, err = g.drv.memAlloc(b.bytes); err != nil {
 			return fmt.Errorf("cuda: activations: %w", err)
 		}
+	}
+	if err := g.drv.memsetD32Async(d.act.attnCount, 0, M*c.NumHeads, g.stream); err != nil {
+		return err
 	}
 	for i := range d.stage {
 		st := &d.stage[i]
@@ -406,7 +409,7 @@ func (d *Device) closeLocked() {
 	_ = g.bind()
 	_ = g.sync()
 	d.dropGraphs()
-	for _, p := range []devPtr{d.act.residual, d.act.ln, d.act.qkv, d.act.attn, d.act.fc, d.act.delta, d.act.lnf, d.act.attnPart,
+	for _, p := range []devPtr{d.act.residual, d.act.ln, d.act.qkv, d.act.attn, d.act.fc, d.act.delta, d.act.lnf, d.act.attnPart, d.act.attnCount,
 		d.act.logits, d.act.outTok, d.act.outLP, d.act.inputs, d.kvBase, d.w.base} {
 		g.drv.memFree(p)
 	}

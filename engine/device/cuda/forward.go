@@ -8,18 +8,19 @@ import (
 // activations are the step's device buffers, sized once for the largest step
 // (Options.MaxStepTokens rows, Options.MaxSeqs sampled rows).
 type activations struct {
-	residual devPtr // (N, C) fp32: the residual stream
-	ln       devPtr // (N, C) fp16: LayerNorm output, GEMM input
-	qkv      devPtr // (N, 3C) fp16
-	attn     devPtr // (N, C) fp16: attention output
-	fc       devPtr // (N, 4C) fp16: GELU(fc) output
-	delta    devPtr // (N, C) fp16: projection output when the GEMM cannot accumulate in fp32
-	attnPart devPtr // (M, NH, maxDecodeSplits, HD+2) fp32: split decode partials
-	lnf      devPtr // (M, C) fp16: final LayerNorm at sampled rows
-	logits   devPtr // (M, Vp) fp32
-	outTok   devPtr // (M) int32: sampled ids (also the previous step's samples for overlap)
-	outLP    devPtr // (M) fp32
-	inputs   devPtr // the step's int32 inputs (see layout)
+	residual  devPtr // (N, C) fp32: the residual stream
+	ln        devPtr // (N, C) fp16: LayerNorm output, GEMM input
+	qkv       devPtr // (N, 3C) fp16
+	attn      devPtr // (N, C) fp16: attention output
+	fc        devPtr // (N, 4C) fp16: GELU(fc) output
+	delta     devPtr // (N, C) fp16: projection output when the GEMM cannot accumulate in fp32
+	attnPart  devPtr // (M, NH, maxDecodeSplits, HD+2) fp32: split decode partials
+	attnCount devPtr // (M, NH) int32: splits done per (sequence, head), zero between launches
+	lnf       devPtr // (M, C) fp16: final LayerNorm at sampled rows
+	logits    devPtr // (M, Vp) fp32
+	outTok    devPtr // (M) int32: sampled ids (also the previous step's samples for overlap)
+	outLP     devPtr // (M) fp32
+	inputs    devPtr // the step's int32 inputs (see layout)
 }
 
 // in returns the device address of a layout region.
@@ -95,10 +96,10 @@ func (d *Device) forward(p *stepPlan) error {
 			if err := g.launch(d.kDecode, p.nDecode, gridY, nsplit, threads, 0,
 				argPtr(a.attn), argPtr(a.qkv), argPtr(kc), argPtr(vc), argPtr(d.in(lay.blockTables)), argInt(d.maxBlocks),
 				argPtr(d.in(lay.qStart)), argPtr(d.in(lay.ctx)), argPtr(d.in(lay.decSeqs)), argInt(NH), argInt(d.kv.BlockSizeTokens), argF32(scale),
-				argInt(nsplit), argPtr(a.attnPart)); err != nil {
+				argInt(nsplit), argPtr(a.attnPart), argPtr(a.attnCount)); err != nil { // the block kernel ignores the last argument
 				return err
 			}
-			if nsplit > 1 {
+			if nsplit > 1 && !d.warpDecode { // the warp kernel merges its splits itself
 				if err := g.launch(d.kCombine, p.nDecode, NH, 1, ceilDiv(HD, 32)*32, 0,
 					argPtr(a.attn), argPtr(a.attnPart), argPtr(d.in(lay.qStart)), argPtr(d.in(lay.decSeqs)), argInt(NH), argInt(HD), argInt(nsplit)); err != nil {
 					return err
@@ -170,7 +171,7 @@ func (d *Device) forward(p *stepPlan) error {
 	}
 	// Only the rows that sample go through ln_f and the LM head.
 	if d.useGemv(M) {
-		if err := d.gemvLN(a.logits, d.vocabPadded, a.residual, d.in(lay.sampleRows), d.w.lnfW, d.w.lnfB, d.w.wte, 0, M, d.cfg.VocabSize, gemvOut32); err != nil {
+		if err := d.gemvLN(a.logits, d.vocabPadded, a.residual, d.in(lay.sampleRows), d.w.lnfW, d.w.lnfB, d.w.wte, 0, M, d.vocabPadded, gemvOut32); err != nil {
 			return err
 		}
 		if err := d.mark("gemv_ln_lmhead"); err != nil {
@@ -183,7 +184,7 @@ func (d *Device) forward(p *stepPlan) error {
 		if err := d.mark("layernorm_f"); err != nil {
 			return err
 		}
-		if err := g.blas.gemm(g.stream, a.logits, dataR32F, d.vocabPadded, a.lnf, d.w.wte, 0, M, C, d.cfg.VocabSize, epilogueDefault, false); err != nil {
+		if err := g.blas.gemm(g.stream, a.logits, dataR32F, d.vocabPadded, a.lnf, d.w.wte, 0, M, C, d.vocabPadded, epilogueDefault, false); err != nil {
 			return err
 		}
 		if err := d.mark("gemm_lmhead"); err != nil {

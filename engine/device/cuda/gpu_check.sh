@@ -41,8 +41,8 @@ if { [ "$mode" = all ] && [ "${GPU_NCU:-1}" = 1 ]; } || [ "$mode" = ncu ]; then
 # One block per profiled decode step (each starts with encoder_forward):
 # kernels by total time, with launches and achieved DRAM bandwidth.
 import csv, sys, collections
-scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6,
-         "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9}
+scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3,
+         "byte": 1.0, "Kbyte": 1e3, "KB": 1e3, "Mbyte": 1e6, "MB": 1e6, "Gbyte": 1e9, "GB": 1e9}
 rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"'))]
 head, rows = rows[0], rows[1:]
 col = {h: i for i, h in enumerate(head)}

@@ -12,9 +12,11 @@ import (
 
 // NVTX ranges make an nsys timeline readable: with ROSEINFER_NVTX=1 the
 // engine's phases (through NVTXObserver) and the device's own submit and
-// collect calls open named ranges. libnvToolsExt is opened at run time like
-// the other CUDA libraries; when it is absent (or the variable is unset)
-// every call is a no-op costing one nil check.
+// collect calls open named ranges. libnvToolsExt (NVTX v2: CUDA <= 12
+// toolkits, the nvidia-nvtx-cu12 wheel; ROSEINFER_NVTX_LIB names another
+// path) is opened at run time like the other CUDA libraries; when it is
+// absent (or the variable is unset) every call is a no-op costing one nil
+// check.
 //
 // Ranges are NVTX start/end ranges, not push/pop: push/pop ranges belong to
 // an OS thread, and a goroutine may move between threads inside a range.
@@ -38,7 +40,11 @@ func nvtx() *nvtxLib {
 		if os.Getenv("ROSEINFER_NVTX") != "1" {
 			return
 		}
-		lib, err := openLibrary("libnvToolsExt (NVTX)", []string{"libnvToolsExt.so.1", "libnvToolsExt.so"}, false)
+		names := []string{"libnvToolsExt.so.1", "libnvToolsExt.so"}
+		if p := os.Getenv("ROSEINFER_NVTX_LIB"); p != "" { // CUDA 13 toolkits no longer ship the library
+			names = []string{p}
+		}
+		lib, err := openLibrary("libnvToolsExt (NVTX)", names, false)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "roseinfer: ROSEINFER_NVTX=1 but %v; no NVTX ranges\n", err)
 			return

@@ -17,7 +17,7 @@ import (
 type gpuWeights struct {
 	base devPtr
 
-	wte, wpe   devPtr // (V, C), (maxT, C) fp16
+	wte, wpe   devPtr // (Vp, C) with rows V.. zero, (maxT, C) fp16
 	lnfW, lnfB devPtr // (C) fp32
 	layers     []gpuLayer
 }
@@ -88,6 +88,11 @@ func uploadWeights(g *gpu, w *model.Weights) (gpuWeights, error) {
 	h := &hostImage{buf: make([]byte, 0, 2*c.NumParameters()+64<<10)}
 	var gw gpuWeights
 	gw.wte = h.f16(w.WTE)
+	// Zero rows up to the padded vocabulary: the LM head then computes
+	// vocabPadded columns (a multiple of 128, which cuBLASLt's Hopper kernels
+	// need; V = 50257 columns got a Turing-era kernel at 1/4 of the speed),
+	// and the sampler never reads the extra ones.
+	h.buf = append(h.buf, make([]byte, 2*(paddedVocab(c.VocabSize)-c.VocabSize)*C)...)
 	gw.wpe = h.f16(w.WPE)
 	gw.lnfW = h.f32(w.LNFW)
 	gw.lnfB = h.f32(w.LNFB)
@@ -190,3 +195,6 @@ func f16ToF32(h uint16) float32 {
 	}
 	return math.Float32frombits(sign | uint32(exp-15+127)<<23 | mant<<13)
 }
+
+// paddedVocab is the logits row length: V rounded up to a multiple of 128.
+func paddedVocab(v int) int { return (v + 127) &^ 127 }

@@ -8,11 +8,21 @@
 //     read four consecutive keys (512 contiguous bytes per load instruction),
 //     and each lane keeps 8 keys' K and V loads in flight per round;
 //   - the next round's block-table lookups are issued before this round's
-//     keys are used, so a round waits for one memory latency, not two.
+//     keys are used, so a round waits for one memory latency, not two;
+//   - with key splits, the split that finishes last merges the partials
+//     (a counter per (sequence, head), reset by that split for the next
+//     launch): no combine kernel.
 #include "common.cuh"
 
 #define AW_WARPS 4   // heads per block
 #define AW_ROUND 32  // keys per warp per round (8 per lane)
+
+// ld_l2 reads past L1: partials other blocks of this launch wrote.
+__device__ __forceinline__ float ld_l2(const float* p) {
+    float v;
+    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
+    return v;
+}
 
 __device__ __forceinline__ uint4 ld_kv(const half_t* p) {
     uint4 v;
@@ -24,7 +34,7 @@ __device__ __forceinline__ uint4 ld_kv(const half_t* p) {
 extern "C" __global__ void __launch_bounds__(AW_WARPS * 32) attention_decode_warp_64(
     half_t* out, const half_t* qkv, half_t* kc, half_t* vc, const int* block_tables, int max_blocks,
     const int* q_start, const int* ctx_len, const int* dec_seqs, int NH, int B, float scale, int nsplit,
-    float* part) {
+    float* part, int* counts) {
     constexpr int HD = 64;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, sub = lane & 7, kq = lane >> 3;
     const int h = blockIdx.y * AW_WARPS + warp;
@@ -129,8 +139,8 @@ extern "C" __global__ void __launch_bounds__(AW_WARPS * 32) attention_decode_war
         for (int i = 0; i < 8; i++) acc[i] = acc[i] * c1 + __shfl_xor_sync(0xffffffffu, acc[i], o) * c2;
         m = M;
     }
-    if (kq != 0) return;
     if (nsplit == 1) {
+        if (kq != 0) return;
         const float inv = 1.f / l;
         uint4 pk;
         pk.x = (uint32_t)f2h(acc[0] * inv) | ((uint32_t)f2h(acc[1] * inv) << 16);
@@ -138,10 +148,36 @@ extern "C" __global__ void __launch_bounds__(AW_WARPS * 32) attention_decode_war
         pk.z = (uint32_t)f2h(acc[4] * inv) | ((uint32_t)f2h(acc[5] * inv) << 16);
         pk.w = (uint32_t)f2h(acc[6] * inv) | ((uint32_t)f2h(acc[7] * inv) << 16);
         *(uint4*)(out + (size_t)t * C + h * HD + sub * 8) = pk;
-    } else {  // partial: [m, l, acc[HD]] per (decode seq, head, split)
-        float* pp = part + (((size_t)blockIdx.x * NH + h) * nsplit + split) * (HD + 2);
+        return;
+    }
+    // Partial: [m, l, acc[HD]] per (decode seq, head, split).
+    float* base = part + ((size_t)blockIdx.x * NH + h) * nsplit * (HD + 2);
+    if (kq == 0) {
+        float* pp = base + split * (HD + 2);
         if (sub == 0) pp[0] = m, pp[1] = l;
 #pragma unroll
         for (int i = 0; i < 8; i++) pp[2 + sub * 8 + i] = acc[i];
     }
+    __threadfence();  // this lane's partial is visible before the count says so
+    __syncwarp();
+    int done = 0;
+    if (lane == 0) done = atomicAdd(&counts[blockIdx.x * NH + h], 1);
+    done = __shfl_sync(0xffffffffu, done, 0);
+    if (done != nsplit - 1) return;
+    // The last split merges, in split order (the combine kernel's arithmetic).
+    __threadfence();
+    float M = NEG_INF;
+    for (int i = 0; i < nsplit; i++) M = fmaxf(M, ld_l2(base + i * (HD + 2)));
+    float L = 0.f, o0 = 0.f, o1 = 0.f;
+    for (int i = 0; i < nsplit; i++) {
+        const float* pp = base + i * (HD + 2);
+        const float mi = ld_l2(pp);
+        if (mi == NEG_INF) continue;
+        const float w = __expf(mi - M);
+        L += ld_l2(pp + 1) * w;
+        o0 += ld_l2(pp + 2 + 2 * lane) * w;
+        o1 += ld_l2(pp + 3 + 2 * lane) * w;
+    }
+    *(uint32_t*)(out + (size_t)t * C + h * HD + 2 * lane) = (uint32_t)f2h(o0 / L) | ((uint32_t)f2h(o1 / L) << 16);
+    if (lane == 0) counts[blockIdx.x * NH + h] = 0;  // ready for the next launch
 }

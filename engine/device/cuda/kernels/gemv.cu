@@ -28,9 +28,12 @@
 #define GEMV_OUT32 3            // out fp32 = acc
 
 // Weights are read once: keep them out of L1, where the activations live.
+// volatile keeps a round's loads ahead of its MMAs (also volatile) in the
+// emitted code, so they are all in flight together; without it the
+// compiler sank each load next to its use and kept one in flight.
 __device__ __forceinline__ uint4 ld_stream(const half_t* p) {
     uint4 v;
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
     return v;
 }
 
@@ -58,6 +61,28 @@ __device__ __forceinline__ void gemv_impl(void* out, int ldo, const half_t* x, i
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;
     const int xstride = K + GEMV_XPAD;
     const uint4 zero = make_uint4(0, 0, 0, 0);
+    const int nchunk = K / 32;
+    const int c_beg = warp * nchunk / GEMV_WARPS, c_end = (warp + 1) * nchunk / GEMV_WARPS;
+    const int ntiles = (OC + NT * 8 - 1) / (NT * 8);
+    // load_w: this lane's pieces of chunks c..c+GEMV_U-1 of the tile's
+    // columns. Chunks past c_end and columns past OC are clamped to valid
+    // addresses: their products meet zero activations or are never stored.
+    uint4 wv[GEMV_U][NT];
+    auto load_w = [&](int tile, int c) {
+#pragma unroll
+        for (int u = 0; u < GEMV_U; u++) {
+            const int k = min(c + u, c_end - 1) * 32 + q * 8;
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                const int n = min(tile * NT * 8 + t * 8 + g, OC - 1);
+                wv[u][t] = ld_stream(W + (size_t)n * K + k);
+            }
+        }
+    };
+    // The first round's weights are requested before the LayerNorm staging,
+    // so the two latencies overlap.
+    bool preloaded = blockIdx.x < ntiles && c_beg < c_end;
+    if (preloaded) load_w(blockIdx.x, c_beg);
     if (LN) {
         for (int m = warp; m < MR; m += GEMV_WARPS) {
             half_t* o = xs + m * xstride;
@@ -99,25 +124,19 @@ __device__ __forceinline__ void gemv_impl(void* out, int ldo, const half_t* x, i
         }
         __syncthreads();
     }
-    const int nchunk = K / 32;
-    const int c_beg = warp * nchunk / GEMV_WARPS, c_end = (warp + 1) * nchunk / GEMV_WARPS;
-    const int ntiles = (OC + NT * 8 - 1) / (NT * 8);
     for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
         const int n0 = tile * NT * 8;
         float acc[NT][4];
 #pragma unroll
         for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.f;
         for (int c = c_beg; c < c_end; c += GEMV_U) {
-            uint4 wv[GEMV_U][NT], xa[GEMV_U], xb[GEMV_U];
+            if (!preloaded) load_w(tile, c);
+            preloaded = false;
+            uint4 xa[GEMV_U], xb[GEMV_U];
 #pragma unroll
             for (int u = 0; u < GEMV_U; u++) {
                 const int k = (c + u) * 32 + q * 8;
                 const bool ok = c + u < c_end;
-#pragma unroll
-                for (int t = 0; t < NT; t++) {
-                    const int n = n0 + t * 8 + g;
-                    wv[u][t] = (ok && n < OC) ? ld_stream(W + (size_t)n * K + k) : zero;
-                }
                 if (LN) {
                     xa[u] = ok ? *(const uint4*)(xs + g * xstride + k) : zero;
                     xb[u] = (ok && MR > 8) ? *(const uint4*)(xs + (g + 8) * xstride + k) : zero;

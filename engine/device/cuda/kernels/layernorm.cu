@@ -6,9 +6,51 @@
 // LayerNorm reads the already-updated residual: one pass, no extra buffer.
 #include "common.cuh"
 
+// ln_row_vec: one warp normalises one row (C % 128 == 0, C <= 128 * NV):
+// lane owns 4 consecutive channels per 128, 16-byte loads, 8-byte stores.
+// The LayerNorm weights are requested with the row, so the row's load and
+// theirs overlap. gemv.cu's fused LayerNorm repeats this arithmetic.
+template <int NV>
+__device__ __forceinline__ void ln_row_vec(half_t* o, const float* x, const float* w, const float* b, int C, float eps,
+                                           int lane) {
+    float4 v[NV], ww[NV], bv[NV];
+    float sum = 0.f;
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        int i = (k * 32 + lane) * 4;
+        const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+        v[k] = i < C ? *(const float4*)(x + i) : z;
+        ww[k] = i < C ? *(const float4*)(w + i) : z;
+        bv[k] = i < C ? *(const float4*)(b + i) : z;
+    }
+#pragma unroll
+    for (int k = 0; k < NV; k++) sum += v[k].x + v[k].y + v[k].z + v[k].w;
+    float mean = warp_sum(sum) / C;
+    float var = 0.f;
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        int i = (k * 32 + lane) * 4;
+        if (i < C) {
+            float a = v[k].x - mean, bb = v[k].y - mean, c = v[k].z - mean, d = v[k].w - mean;
+            var += a * a + bb * bb + c * c + d * d;
+        }
+    }
+    float rstd = rsqrtf(warp_sum(var) / C + eps);
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        int i = (k * 32 + lane) * 4;
+        if (i < C) {
+            uint2 pk;
+            pk.x = (uint32_t)f2h((v[k].x - mean) * rstd * ww[k].x + bv[k].x) | ((uint32_t)f2h((v[k].y - mean) * rstd * ww[k].y + bv[k].y) << 16);
+            pk.y = (uint32_t)f2h((v[k].z - mean) * rstd * ww[k].z + bv[k].z) | ((uint32_t)f2h((v[k].w - mean) * rstd * ww[k].w + bv[k].w) << 16);
+            *(uint2*)(o + i) = pk;
+        }
+    }
+}
+
 // out (R, C) fp16 = LN(inp[row]) * w + b, row = rows ? rows[r] : r. One warp
-// per row; the row is read once into registers (C <= 32 * LN_MAX_PER_LANE)
-// and mean and variance come from them. rows lets the final LayerNorm run
+// per row; the row is read once into registers (C <= 32 * LN_MAX_PER_LANE;
+// vectorised for C % 128 == 0 up to 1024) and mean and variance come from them. rows lets the final LayerNorm run
 // only where a token is sampled.
 #define LN_MAX_PER_LANE 64
 extern "C" __global__ void layernorm_forward(half_t* out, const float* inp, const int* rows,
@@ -19,38 +61,8 @@ extern "C" __global__ void layernorm_forward(half_t* out, const float* inp, cons
     int row = rows ? rows[r] : r;
     const float* x = inp + (size_t)row * C;
     half_t* o = out + (size_t)r * C;
-    if (C % 128 == 0) {
-        // 16-byte loads, 8-byte stores: lane owns 4 consecutive channels per 128.
-        float4 v[LN_MAX_PER_LANE / 4];
-        float sum = 0.f;
-#pragma unroll
-        for (int k = 0; k < LN_MAX_PER_LANE / 4; k++) {
-            int i = (k * 32 + lane) * 4;
-            v[k] = i < C ? *(const float4*)(x + i) : make_float4(0.f, 0.f, 0.f, 0.f);
-            sum += v[k].x + v[k].y + v[k].z + v[k].w;
-        }
-        float mean = warp_sum(sum) / C;
-        float var = 0.f;
-#pragma unroll
-        for (int k = 0; k < LN_MAX_PER_LANE / 4; k++) {
-            int i = (k * 32 + lane) * 4;
-            if (i < C) {
-                float a = v[k].x - mean, bb = v[k].y - mean, c = v[k].z - mean, d = v[k].w - mean;
-                var += a * a + bb * bb + c * c + d * d;
-            }
-        }
-        float rstd = rsqrtf(warp_sum(var) / C + eps);
-#pragma unroll
-        for (int k = 0; k < LN_MAX_PER_LANE / 4; k++) {
-            int i = (k * 32 + lane) * 4;
-            if (i < C) {
-                float4 ww = *(const float4*)(w + i), bv = *(const float4*)(b + i);
-                uint2 pk;
-                pk.x = (uint32_t)f2h((v[k].x - mean) * rstd * ww.x + bv.x) | ((uint32_t)f2h((v[k].y - mean) * rstd * ww.y + bv.y) << 16);
-                pk.y = (uint32_t)f2h((v[k].z - mean) * rstd * ww.z + bv.z) | ((uint32_t)f2h((v[k].w - mean) * rstd * ww.w + bv.w) << 16);
-                *(uint2*)(o + i) = pk;
-            }
-        }
+    if (C % 128 == 0 && C <= 1024) {
+        ln_row_vec<8>(o, x, w, b, C, eps, lane);
         return;
     }
     float v[LN_MAX_PER_LANE];
