@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"runtime/pprof"
 	"strconv"
@@ -314,6 +315,11 @@ func (p *Profiler) stopPprof(s *session) ([]OutputFile, error) {
 			prof, err = subtract(prof, d.base)
 		}
 		if err == nil {
+			// The goroutine sampler's own waits are the profiler's, not
+			// the server's.
+			prof.FilterSamplesByName(nil, samplerFrames, nil, nil)
+		}
+		if err == nil {
 			err = writeProfile(path, prof)
 		}
 		if err != nil {
@@ -326,6 +332,9 @@ func (p *Profiler) stopPprof(s *session) ([]OutputFile, error) {
 	runtime.SetMutexProfileFraction(s.prevMutex)
 	return files, errors.Join(errs...)
 }
+
+// samplerFrames matches the goroutine sampler's stack frames.
+var samplerFrames = regexp.MustCompile(`engine/profile\.\(\*goroutineSampler\)`)
 
 // snapshot reads one of the runtime's named profiles.
 func snapshot(name string) (*gprofile.Profile, error) {

@@ -262,3 +262,19 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+func TestBlockProfileLeavesOutTheSampler(t *testing.T) {
+	p := New(NewRecorder(0), Options{BlockProfileRateNs: 1, GoroutineInterval: time.Millisecond, Getenv: func(string) string { return "" }})
+	dir := t.TempDir()
+	if err := p.Start(StartRequest{Tool: ToolPprof, OutputDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	blockInA(20 * time.Millisecond) // the sampler blocks on its ticker meanwhile
+	if _, err := p.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	block := parseFile(t, filepath.Join(dir, BlockFile))
+	if !hasFunction(block, "blockInA") || hasFunction(block, "goroutineSampler") {
+		t.Errorf("block profile: blockInA %v, sampler %v", hasFunction(block, "blockInA"), hasFunction(block, "goroutineSampler"))
+	}
+}
