@@ -3,7 +3,7 @@ GO       ?= go
 BIN      := bin
 export CGO_ENABLED := 0
 
-.PHONY: all build bench test vet fmt-check fuzz fuzz-server gpu-build gpu-test gpu-bench clean lint-workflows
+.PHONY: all build bench test vet fmt-check fuzz fuzz-server gpu-build gpu-test gpu-bench gpu-stack-build gpu-stack clean lint-workflows
 
 all: build
 
@@ -31,6 +31,15 @@ gpu-build:
 	mkdir -p .gpu
 	$(GO) test -c -o .gpu/cuda.test ./engine/device/cuda
 	$(GO) build -o .gpu/cudabench ./engine/device/cuda/cmd/cudabench
+
+# The whole stack (bench + roseinfer on CUDA): issue 4's offline/online figures and feature A/Bs.
+gpu-stack-build:
+	mkdir -p .gpu
+	$(GO) build -o .gpu/bench ./cmd/bench
+	$(GO) build -o .gpu/roseinfer ./cmd/roseinfer
+
+gpu-stack:
+	bash harness/gpu_stack.sh
 
 gpu-test:
 	bash engine/device/cuda/gpu_check.sh all
