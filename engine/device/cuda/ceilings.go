@@ -110,10 +110,10 @@ func (d *Device) SetSimplePrefillAttention(v bool) error {
 }
 
 // SetKernelVariants switches the decode-path A/B kernels for later steps:
-// gemvMaxRows as Options.GemvMaxRows (0 = default, negative = off) and the
-// block-per-head decode attention kernel. Captured graphs are dropped, since
-// they hold the previous kernels.
-func (d *Device) SetKernelVariants(gemvMaxRows int, blockDecodeAttention bool) error {
+// gemvMaxRows and skinnyRows as Options.GemvMaxRows and SkinnyGemmRows (0 =
+// default, negative = off) and the block-per-head decode attention kernel.
+// Captured graphs are dropped, since they hold the previous kernels.
+func (d *Device) SetKernelVariants(gemvMaxRows, skinnyRows int, blockDecodeAttention bool) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := d.g.bind(); err != nil {
@@ -123,7 +123,7 @@ func (d *Device) SetKernelVariants(gemvMaxRows int, blockDecodeAttention bool) e
 		return err
 	}
 	d.dropGraphs()
-	d.opts.GemvMaxRows, d.opts.BlockDecodeAttention = gemvMaxRows, blockDecodeAttention
+	d.opts.GemvMaxRows, d.opts.SkinnyGemmRows, d.opts.BlockDecodeAttention = gemvMaxRows, skinnyRows, blockDecodeAttention
 	d.opts = withDefaults(d.opts)
 	return d.resolveKernels()
 }

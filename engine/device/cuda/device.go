@@ -57,6 +57,11 @@ type Options struct {
 	// attention kernel instead of the warp-per-(sequence, head) one (head
 	// size 64 only; other sizes always use the block kernel): an A/B switch.
 	BlockDecodeAttention bool
+	// SkinnyGemmRows: steps of more than GemvMaxRows and at most this many
+	// (<= 128) token rows run the layer projections through the split-K
+	// tensor-core kernel (gemm_skinny.cu) instead of cuBLASLt. 0 = the
+	// default, negative = never.
+	SkinnyGemmRows int
 }
 
 // DefaultOptions are used for every zero field of Options.
@@ -66,6 +71,7 @@ var DefaultOptions = Options{
 	GraphBatchSizes:      []int{1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256},
 	GPUMemoryUtilization: 0.9,
 	GemvMaxRows:          maxGemvRows,
+	SkinnyGemmRows:       -1,
 }
 
 // Device runs GPT-2 steps on one GPU. Methods are called from one goroutine
@@ -89,6 +95,7 @@ type Device struct {
 
 	kEncoder, kResolve, kLayerNorm, kResidualAdd, kKVWrite, kDecode, kCombine, kPrefill, kSample kernel
 	kGemv                                                                                        [2][2][2]kernel // [layernorm][rows > 8][2 column tiles]
+	kSkinny                                                                                      kernel
 	warpDecode, gemvOK                                                                           bool
 	noFusedResidual, residualTried                                                               bool
 
@@ -167,6 +174,9 @@ func withDefaults(o Options) Options {
 		o.GemvMaxRows = def.GemvMaxRows
 	}
 	o.GemvMaxRows = min(o.GemvMaxRows, maxGemvRows)
+	if o.SkinnyGemmRows == 0 {
+		o.SkinnyGemmRows = def.SkinnyGemmRows
+	}
 	if o.MaxSeqs > o.MaxStepTokens {
 		o.MaxSeqs = o.MaxStepTokens
 	}
@@ -201,6 +211,16 @@ func (d *Device) init(w *model.Weights) error {
 		}
 	}
 	if err := g.drv.memsetD32Async(d.act.attnCount, 0, M*c.NumHeads, g.stream); err != nil {
+		return err
+	}
+	if d.act.skWork, err = g.drv.memAlloc(4 * max(1, d.skinnyWorkFloats())); err != nil {
+		return fmt.Errorf("cuda: gemm_skinny workspace: %w", err)
+	}
+	skTiles := ceilDiv(4*C, skinnyCols)
+	if d.act.skCount, err = g.drv.memAlloc(4 * skTiles); err != nil {
+		return err
+	}
+	if err := g.drv.memsetD32Async(d.act.skCount, 0, skTiles, g.stream); err != nil {
 		return err
 	}
 	for i := range d.stage {
@@ -409,7 +429,7 @@ func (d *Device) closeLocked() {
 	_ = g.bind()
 	_ = g.sync()
 	d.dropGraphs()
-	for _, p := range []devPtr{d.act.residual, d.act.ln, d.act.qkv, d.act.attn, d.act.fc, d.act.delta, d.act.lnf, d.act.attnPart, d.act.attnCount,
+	for _, p := range []devPtr{d.act.residual, d.act.ln, d.act.qkv, d.act.attn, d.act.fc, d.act.delta, d.act.lnf, d.act.attnPart, d.act.attnCount, d.act.skWork, d.act.skCount,
 		d.act.logits, d.act.outTok, d.act.outLP, d.act.inputs, d.kvBase, d.w.base} {
 		g.drv.memFree(p)
 	}

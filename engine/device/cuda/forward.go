@@ -16,6 +16,8 @@ type activations struct {
 	delta     devPtr // (N, C) fp16: projection output when the GEMM cannot accumulate in fp32
 	attnPart  devPtr // (M, NH, maxDecodeSplits, HD+2) fp32: split decode partials
 	attnCount devPtr // (M, NH) int32: splits done per (sequence, head), zero between launches
+	skWork    devPtr // gemm_skinny's split partial sums (fp32)
+	skCount   devPtr // gemm_skinny's splits done per column tile, zero between launches
 	lnf       devPtr // (M, C) fp16: final LayerNorm at sampled rows
 	logits    devPtr // (M, Vp) fp32
 	outTok    devPtr // (M) int32: sampled ids (also the previous step's samples for overlap)
@@ -71,7 +73,7 @@ func (d *Device) forward(p *stepPlan) error {
 			if err := d.mark("layernorm"); err != nil {
 				return err
 			}
-			if err := g.blas.gemm(g.stream, a.qkv, dataR16F, 3*C, a.ln, w.qkvW, w.qkvB, N, C, 3*C, epilogueBias, false); err != nil {
+			if err := d.projection(a.qkv, 3*C, a.ln, w.qkvW, w.qkvB, N, C, 3*C, false); err != nil {
 				return err
 			}
 			if err := d.mark("gemm_qkv"); err != nil {
@@ -153,7 +155,7 @@ func (d *Device) forward(p *stepPlan) error {
 		if err := d.mark("layernorm"); err != nil {
 			return err
 		}
-		if err := g.blas.gemm(g.stream, a.fc, dataR16F, 4*C, a.ln, w.fcW, w.fcB, N, C, 4*C, epilogueGeluBias, false); err != nil {
+		if err := d.projection(a.fc, 4*C, a.ln, w.fcW, w.fcB, N, C, 4*C, true); err != nil {
 			return err
 		}
 		if err := d.mark("gemm_fc_gelu"); err != nil {
@@ -214,6 +216,9 @@ func (d *Device) layernorm(out, inp, rows, w, b devPtr, R int, eps float32) erro
 // kernel adds it.
 func (d *Device) residualGemm(inp, w, bias32, bias16 devPtr, N, K int) error {
 	g, C := d.g, d.cfg.Channels
+	if d.useSkinny(N) {
+		return d.skinny(d.act.residual, C, inp, K, w, 0, bias32, N, K, C, gemvResidual)
+	}
 	if !d.noFusedResidual {
 		err := g.blas.gemm(g.stream, d.act.residual, dataR32F, C, inp, w, bias32, N, K, C, epilogueBias, true)
 		if err == nil {
@@ -229,6 +234,23 @@ func (d *Device) residualGemm(inp, w, bias32, bias16 devPtr, N, K int) error {
 		return err
 	}
 	return g.launch(d.kResidualAdd, ceilDiv(N*C, 256), 1, 1, 256, 0, argPtr(d.act.residual), argPtr(d.act.delta), argInt(N*C))
+}
+
+// projection writes out(N, oc) fp16 = inp(N, K) @ w^T + bias16 [then GELU]
+// through gemm_skinny.cu or cuBLASLt.
+func (d *Device) projection(out devPtr, ldo int, inp, w, bias16 devPtr, N, K, oc int, gelu bool) error {
+	if d.useSkinny(N) {
+		mode := gemvOut16Bias
+		if gelu {
+			mode = gemvOut16BiasGelu
+		}
+		return d.skinny(out, ldo, inp, K, w, bias16, 0, N, K, oc, mode)
+	}
+	epi := epilogueBias
+	if gelu {
+		epi = epilogueGeluBias
+	}
+	return d.g.blas.gemm(d.g.stream, out, dataR16F, ldo, inp, w, bias16, N, K, oc, epi, false)
 }
 
 // decodeSplits is how many key slices each (sequence, head) of a decode step
@@ -301,6 +323,9 @@ func (d *Device) resolveKernels() error {
 	// gemv.cu stages LayerNorm rows of up to 1024 channels and reads K in
 	// 32-wide chunks, rows in 16-byte pieces of 4 channels.
 	d.gemvOK = d.cfg.Channels%128 == 0 && d.cfg.Channels <= gemvMaxChannels
+	if err := get(&d.kSkinny, "gemm_skinny"); err != nil {
+		return err
+	}
 	for ln := 0; ln < 2; ln++ {
 		for big := 0; big < 2; big++ {
 			for nt := 0; nt < 2; nt++ {

@@ -90,3 +90,45 @@ func (d *Device) gemv(out devPtr, ldo int, x devPtr, ldx int, w, bias32 devPtr, 
 		argPtr(out), argInt(ldo), argPtr(x), argInt(ldx), argPtr(w), argPtr(0), argPtr(bias32),
 		argInt(rows), argInt(K), argInt(oc), argInt(mode))
 }
+
+// Medium batches (gemm_skinny.cu): steps of maxGemvRows+1 .. maxSkinnyRows
+// token rows run the four layer projections through the split-K tensor-core
+// kernel instead of cuBLASLt (LayerNorm stays a kernel of its own).
+
+const (
+	maxSkinnyRows = 128 // two warps of 64 rows per block
+	skinnyCols    = 64  // SK_BN
+)
+
+// useSkinny reports whether the layer projections over rows token rows go
+// through gemm_skinny.cu.
+func (d *Device) useSkinny(rows int) bool {
+	return d.gemvOK && rows > 0 && rows <= d.opts.SkinnyGemmRows && rows <= maxSkinnyRows
+}
+
+// skinnySplits is the split-K factor for an (oc, K) projection: enough
+// blocks for every SM, at least two 32-wide chunks per split.
+func skinnySplits(smCount, oc, K int) int {
+	return max(1, min(K/32/2, ceilDiv(smCount, ceilDiv(oc, skinnyCols))))
+}
+
+// skinnyWorkFloats is the partial-sum workspace the model's projections need
+// at maxSkinnyRows rows.
+func (d *Device) skinnyWorkFloats() int {
+	C, most := d.cfg.Channels, 0
+	for _, s := range [][2]int{{3 * C, C}, {C, C}, {4 * C, C}, {C, 4 * C}} {
+		oc, K := s[0], s[1]
+		if S := skinnySplits(d.g.smCount, oc, K); S > 1 {
+			most = max(most, S*maxSkinnyRows*ceilDiv(oc, skinnyCols)*skinnyCols)
+		}
+	}
+	return most
+}
+
+// skinny: out(rows, oc) = x(rows, K; row stride ldx) @ w^T with the epilogue
+// mode (bias16 for the fp16 modes, bias32 for the residual one).
+func (d *Device) skinny(out devPtr, ldo int, x devPtr, ldx int, w, bias16, bias32 devPtr, rows, K, oc, mode int) error {
+	return d.g.launch(d.kSkinny, ceilDiv(oc, skinnyCols), skinnySplits(d.g.smCount, oc, K), 1, 256, 0,
+		argPtr(out), argInt(ldo), argPtr(x), argInt(ldx), argPtr(w), argPtr(bias16), argPtr(bias32),
+		argInt(rows), argInt(K), argInt(oc), argInt(mode), argPtr(d.act.skWork), argPtr(d.act.skCount))
+}

@@ -159,3 +159,105 @@ func runGemvCase(t *testing.T, g *gpu, r *rand.Rand, kname string, ln bool, M, K
 		t.Errorf("rel err %.2e", e)
 	}
 }
+
+// TestSkinnyGemm runs gemm_skinny over row counts around its 16-row blocks
+// and 64-row warp halves, shapes with partial column tiles, one split and
+// several (the last block reduces and must reset its tile counter), in each
+// epilogue, against a float64 reference; outputs start poisoned (random for
+// the residual epilogue) and columns past OC must stay untouched.
+func TestSkinnyGemm(t *testing.T) {
+	testGPU(t)
+	r := rand.New(rand.NewPCG(41, 42))
+	for i, c := range []struct{ M, K, OC, mode, splits int }{
+		{17, 768, 2304, gemvOut16Bias, 4},
+		{128, 768, 3072, gemvOut16BiasGelu, 3},
+		{64, 3072, 768, gemvResidual, 11},
+		{65, 768, 768, gemvResidual, 1},
+		{100, 256, 100, gemvOut32, 2},
+		{40, 256, 40, gemvOut16Bias, 4},
+	} {
+		t.Run(fmt.Sprintf("M%d_K%d_OC%d_mode%d_split%d", c.M, c.K, c.OC, c.mode, c.splits), func(t *testing.T) {
+			g := testGPU(t)
+			runSkinnyCase(t, g, r, c.M, c.K, c.OC, c.mode, c.splits, i%2 == 0)
+		})
+	}
+}
+
+func runSkinnyCase(t *testing.T, g *gpu, r *rand.Rand, M, K, OC, mode, splits int, twice bool) {
+	ldo, ldx := OC+24, K+8
+	W := roundF16(randn(r, OC*K, 1/float32(math.Sqrt(float64(K)))))
+	bias := randn(r, OC, 0.5)
+	bias16 := roundF16(bias)
+	x := roundF16(randn(r, M*ldx, 1))
+	fp32Out := mode == gemvResidual || mode == gemvOut32
+	elem := 2
+	if fp32Out {
+		elem = 4
+	}
+	init := make([]float32, M*ldo)
+	out := devBuf(t, g, elem*M*ldo)
+	if mode == gemvResidual {
+		copy(init, randn(r, M*ldo, 1))
+		out = upload(t, g, init)
+	}
+	tiles := ceilDiv(OC, skinnyCols)
+	work := devBuf(t, g, 4*splits*M*tiles*skinnyCols)
+	counts := upload(t, g, make([]int32, tiles))
+	dx, dW, db16, db32 := upload(t, g, toF16(x)), upload(t, g, toF16(W)), upload(t, g, toF16(bias16)), upload(t, g, bias)
+	launches := 1
+	if twice && mode != gemvResidual {
+		launches = 2 // the counters must be back at zero for a second launch
+	}
+	for i := 0; i < launches; i++ {
+		if err := g.launch(g.kernel("gemm_skinny"), tiles, splits, 1, 256, 0, argPtr(out), argInt(ldo), argPtr(dx), argInt(ldx),
+			argPtr(dW), argPtr(db16), argPtr(db32), argInt(M), argInt(K), argInt(OC), argInt(mode), argPtr(work), argPtr(counts)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, c := range download[int32](t, g, counts, tiles) {
+		if c != 0 {
+			t.Fatalf("tile counter %d left at %d", i, c)
+		}
+	}
+	var got []float32
+	if fp32Out {
+		got = download[float32](t, g, out, M*ldo)
+	} else {
+		got = fromF16(download[uint16](t, g, out, M*ldo))
+	}
+	var want, have []float32
+	for m := 0; m < M; m++ {
+		for n := 0; n < ldo; n++ {
+			v := got[m*ldo+n]
+			if n >= OC {
+				if mode == gemvResidual && v != init[m*ldo+n] || mode != gemvResidual && !math.IsNaN(float64(v)) {
+					t.Fatalf("row %d column %d past OC %d was written: %v", m, n, OC, v)
+				}
+				continue
+			}
+			if math.IsNaN(float64(v)) {
+				t.Fatalf("row %d column %d unwritten", m, n)
+			}
+			acc := 0.0
+			for k := 0; k < K; k++ {
+				acc += float64(x[m*ldx+k]) * float64(W[n*K+k])
+			}
+			var ref float64
+			switch mode {
+			case gemvOut16Bias:
+				ref = acc + float64(bias16[n])
+			case gemvOut16BiasGelu:
+				z := acc + float64(bias16[n])
+				ref = 0.5 * z * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(z+0.044715*z*z*z)))
+			case gemvResidual:
+				ref = float64(init[m*ldo+n]) + acc + float64(bias[n])
+			default:
+				ref = acc
+			}
+			want, have = append(want, float32(ref)), append(have, v)
+		}
+	}
+	if e := relErr(have, want); e > 2e-3 {
+		t.Errorf("rel err %.2e", e)
+	}
+}

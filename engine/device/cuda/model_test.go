@@ -79,10 +79,11 @@ func TestModelLogitsMixedBatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range []Options{{NoCUDAGraph: true}, {}, {SimplePrefillAttention: true}, {GemvMaxRows: -1, BlockDecodeAttention: true}} {
+	for _, o := range []Options{{NoCUDAGraph: true}, {}, {SimplePrefillAttention: true}, {GemvMaxRows: -1, SkinnyGemmRows: -1, BlockDecodeAttention: true},
+		{SkinnyGemmRows: 128}, {SkinnyGemmRows: 128, NoCUDAGraph: true}} {
 		o.MaxStepTokens, o.MaxSeqs = 1024, 64
-		t.Run(fmt.Sprintf("noCUDAGraph=%v_simplePrefill=%v_gemv=%v_blockDecode=%v", o.NoCUDAGraph, o.SimplePrefillAttention,
-			o.GemvMaxRows >= 0, o.BlockDecodeAttention), func(t *testing.T) {
+		t.Run(fmt.Sprintf("noCUDAGraph=%v_simplePrefill=%v_gemv=%v_skinny=%d_blockDecode=%v", o.NoCUDAGraph, o.SimplePrefillAttention,
+			o.GemvMaxRows >= 0, o.SkinnyGemmRows, o.BlockDecodeAttention), func(t *testing.T) {
 			d := newTestDevice(t, w, o)
 			checkMixedBatches(t, d, w)
 		})
@@ -183,17 +184,17 @@ func checkMixedBatches(t *testing.T, d *Device, w *model.Weights) {
 // reports where they first diverge; at least 95% of tokens must agree. With
 // 3 prompts the decode steps take the small-batch path (gemv.cu).
 func TestGreedyContinuations(t *testing.T) {
-	for _, P := range []int{32, 3} {
-		t.Run(fmt.Sprintf("prompts=%d", P), func(t *testing.T) { testGreedyContinuations(t, P) })
+	for _, tc := range []struct{ P, skinny int }{{32, 0}, {3, 0}, {32, 128}} {
+		t.Run(fmt.Sprintf("prompts=%d_skinny=%d", tc.P, tc.skinny), func(t *testing.T) { testGreedyContinuations(t, tc.P, tc.skinny) })
 	}
 }
 
-func testGreedyContinuations(t *testing.T, P int) {
+func testGreedyContinuations(t *testing.T, P, skinny int) {
 	w, err := model.InitRandom(smallConfig, 21)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := newTestDevice(t, w, Options{MaxStepTokens: 2048, MaxSeqs: 64})
+	d := newTestDevice(t, w, Options{MaxStepTokens: 2048, MaxSeqs: 64, SkinnyGemmRows: skinny})
 	r := rand.New(rand.NewPCG(22, 23))
 	const G = 64
 	prompts := make([][]int32, P)
@@ -243,7 +244,7 @@ func testGreedyContinuations(t *testing.T, P int) {
 		if mode == "overlap" {
 			other = greedyGPU(t, d, prompts, G, true)
 		} else {
-			d2 := newTestDevice(t, w, Options{NoCUDAGraph: true, MaxStepTokens: 2048, MaxSeqs: 64})
+			d2 := newTestDevice(t, w, Options{NoCUDAGraph: true, MaxStepTokens: 2048, MaxSeqs: 64, SkinnyGemmRows: skinny})
 			other = greedyGPU(t, d2, prompts, G, false)
 		}
 		for i := range prompts {

@@ -154,12 +154,16 @@ func run(o options) error {
 		return err
 	}
 	if !o.skipOffline {
-		for _, mode := range []string{"sync", "overlap", "no graph", "simple prefill attention", "overlap, block decode attention"} {
+		for _, mode := range []string{"sync", "overlap", "no graph", "simple prefill attention", "overlap, block decode attention", "overlap, skinny GEMM"} {
 			d.SetNoCUDAGraph(mode == "no graph")
 			if err := d.SetSimplePrefillAttention(mode == "simple prefill attention"); err != nil {
 				return err
 			}
-			if err := d.SetKernelVariants(0, mode == "overlap, block decode attention"); err != nil {
+			skinny := 0
+			if mode == "overlap, skinny GEMM" {
+				skinny = 128
+			}
+			if err := d.SetKernelVariants(0, skinny, mode == "overlap, block decode attention"); err != nil {
 				return err
 			}
 			var best float64
@@ -176,7 +180,7 @@ func run(o options) error {
 		if err := d.SetSimplePrefillAttention(false); err != nil {
 			return err
 		}
-		if err := d.SetKernelVariants(0, false); err != nil {
+		if err := d.SetKernelVariants(0, 0, false); err != nil {
 			return err
 		}
 	}
@@ -195,7 +199,7 @@ func run(o options) error {
 			return err
 		}
 		fmt.Printf("\nper-op GPU time, one prefill step of %d x %d tokens:\n%s", n, o.promptLen, d.OpProfile(1))
-		for _, v := range []variant{decodeVariants[0], decodeVariants[2]} {
+		for _, v := range []variant{decodeVariants[0], decodeVariants[2], decodeVariants[3]} {
 			if err := v.set(d); err != nil {
 				return err
 			}
@@ -222,18 +226,21 @@ type variant struct {
 }
 
 var decodeVariants = []variant{
-	{"graph", func(d *cuda.Device) error { d.SetNoCUDAGraph(false); return d.SetKernelVariants(0, false) }},
-	{"no graph", func(d *cuda.Device) error { d.SetNoCUDAGraph(true); return d.SetKernelVariants(0, false) }},
-	{"graph, LN+cuBLASLt, block attention", func(d *cuda.Device) error { d.SetNoCUDAGraph(false); return d.SetKernelVariants(-1, true) }},
+	{"graph", func(d *cuda.Device) error { d.SetNoCUDAGraph(false); return d.SetKernelVariants(0, 0, false) }},
+	{"no graph", func(d *cuda.Device) error { d.SetNoCUDAGraph(true); return d.SetKernelVariants(0, 0, false) }},
+	{"graph, LN+cuBLASLt, block attention", func(d *cuda.Device) error { d.SetNoCUDAGraph(false); return d.SetKernelVariants(-1, -1, true) }},
+	{"graph, skinny GEMM", func(d *cuda.Device) error { d.SetNoCUDAGraph(false); return d.SetKernelVariants(0, 128, false) }},
 }
 
-// ncuSteps runs, for each batch size and for the default and the old
-// decode kernels, a few eager decode steps and then one between
+// ncuSteps runs, for each batch size and for the default, the old and the
+// skinny-GEMM decode kernels, a few eager decode steps and then one between
 // ProfilerRange calls: under `ncu --profile-from-start off` exactly those
 // steps' kernels are measured, each step starting with encoder_forward.
 func ncuSteps(d *cuda.Device, r *rand.Rand, o options, p sample.Params, alloc func(int) []int32, batches []int) error {
 	for _, b := range batches {
-		for _, v := range []variant{decodeVariants[1], {"old", func(d *cuda.Device) error { d.SetNoCUDAGraph(true); return d.SetKernelVariants(-1, true) }}} {
+		for _, v := range []variant{decodeVariants[1],
+			{"old", func(d *cuda.Device) error { d.SetNoCUDAGraph(true); return d.SetKernelVariants(-1, -1, true) }},
+			{"skinny", func(d *cuda.Device) error { d.SetNoCUDAGraph(true); return d.SetKernelVariants(0, 128, false) }}} {
 			if err := v.set(d); err != nil {
 				return err
 			}

@@ -1,0 +1,58 @@
+// mma.cuh: what the tensor-core projection kernels (gemv.cu, gemm_skinny.cu)
+// share: streaming weight loads, the m16n8k16 MMA, GPT-2's GELU.
+#pragma once
+#include "common.cuh"
+
+// Epilogues (mode).
+#define GEMV_OUT16_BIAS 0       // out fp16 = acc + bias16
+#define GEMV_OUT16_BIAS_GELU 1  // out fp16 = gelu(acc + bias16)
+#define GEMV_RESIDUAL 2         // out fp32 += acc + bias32
+#define GEMV_OUT32 3            // out fp32 = acc
+
+// Weights are read once: keep them out of L1, where the activations live.
+// volatile keeps a round's loads ahead of its MMAs (also volatile) in the
+// emitted code, so they are all in flight together; without it the
+// compiler sank each load next to its use and kept one in flight.
+__device__ __forceinline__ uint4 ld_stream(const half_t* p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ void mma16816(float* c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// gelu_new: GPT-2's tanh approximation, as cuBLASLt's GELU epilogue.
+__device__ __forceinline__ float gelu_tanh(float x) {
+    return 0.5f * x * (1.f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
+
+
+// epilogue stores one output element: out[o] of column n.
+__device__ __forceinline__ void epilogue(void* out, size_t o, int n, float s, const half_t* bias16, const float* bias32,
+                                         int mode) {
+    switch (mode) {
+        case GEMV_OUT16_BIAS:
+            ((half_t*)out)[o] = f2h(s + h2f(bias16[n]));
+            break;
+        case GEMV_OUT16_BIAS_GELU:
+            ((half_t*)out)[o] = f2h(gelu_tanh(s + h2f(bias16[n])));
+            break;
+        case GEMV_RESIDUAL:
+            ((float*)out)[o] += s + bias32[n];
+            break;
+        default:
+            ((float*)out)[o] = s;
+    }
+}
+
+// ld_l2 reads past L1: partial sums other blocks of this launch wrote.
+__device__ __forceinline__ float ld_l2(const float* p) {
+    float v;
+    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
+    return v;
+}
