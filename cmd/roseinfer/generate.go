@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/roseinfer/roseinfer/engine"
+	"github.com/roseinfer/roseinfer/engine/launch"
 	"github.com/roseinfer/roseinfer/engine/sample"
 )
 
@@ -75,18 +76,19 @@ func runGenerate(ctx context.Context, o generateOptions, out, logOut io.Writer) 
 		level = slog.LevelInfo
 	}
 	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
-	info, err := o.resolveModel(log)
+	info, err := launch.Resolve(o.launchOptions(), log)
 	if err != nil {
 		return err
 	}
-	prompt := info.tok.Encode(o.prompt)
-	if len(prompt)+o.maxTokens > info.cfg.MaxSeqLen {
-		return fmt.Errorf("%d prompt tokens + %d max tokens exceed the context of %d", len(prompt), o.maxTokens, info.cfg.MaxSeqLen)
+	prompt := info.Tokenizer.Encode(o.prompt)
+	if len(prompt)+o.maxTokens > info.Model.MaxSeqLen {
+		return fmt.Errorf("%d prompt tokens + %d max tokens exceed the context of %d", len(prompt), o.maxTokens, info.Model.MaxSeqLen)
 	}
-	eng, err := o.startEngine(info, log)
+	running, err := info.Start(log)
 	if err != nil {
 		return err
 	}
+	eng := running.Engine
 	defer eng.Close()
 	st, err := eng.Submit(&engine.Request{
 		PromptTokens: prompt,
@@ -98,8 +100,8 @@ func runGenerate(ctx context.Context, o generateOptions, out, logOut io.Writer) 
 	if err != nil {
 		return err
 	}
-	detok := info.tok.NewDetokenizer()
-	eos := info.tok.EOS()
+	detok := info.Tokenizer.NewDetokenizer()
+	eos := info.Tokenizer.EOS()
 	for {
 		select {
 		case <-ctx.Done():

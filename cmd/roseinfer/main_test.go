@@ -37,7 +37,7 @@ func TestServeInProcess(t *testing.T) {
 	defer cancel()
 	o := serveOptions{engineOptions: defaultEngineOptions(), host: "127.0.0.1", modelName: "gpt2",
 		streamInterval: 1, logLevel: "warn"}
-	o.device, o.simStepMicros = "sim", 200
+	o.Device, o.simStepMicros = "sim", 200
 	urls := make(chan string, 1)
 	o.ready = func(url string) { urls <- url }
 	done := make(chan error, 1)
@@ -219,6 +219,8 @@ func TestFlagErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"serve", "--device", "tpu"},
 		{"serve", "--max-num-seqs", "0"},
+		{"serve", "--device", "sim", "--sim-step-us", "-1"},
+		{"serve", "--gpu-memory-utilization", "0"},
 		{"serve", "--stream-interval", "0"},
 		{"serve", "--port", "70000"},
 		{"serve", "--model", filepath.Join(t.TempDir(), "missing")},

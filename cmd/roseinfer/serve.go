@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/roseinfer/roseinfer/engine/device"
+	"github.com/roseinfer/roseinfer/engine/launch"
 	"github.com/roseinfer/roseinfer/engine/profile"
 	"github.com/roseinfer/roseinfer/engine/server"
 )
@@ -78,22 +80,26 @@ func runServe(ctx context.Context, o serveOptions, logOut io.Writer) error {
 		return fmt.Errorf("--port must be in [0, 65535], got %d", o.port)
 	}
 	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
-	info, err := o.resolveModel(log)
+	// The engine reports its phases to the profiler's recorder (trace.json
+	// of /start_profile), which also asks the device for its GPU spans; the
+	// pprof tool works on its own.
+	recorder := profile.NewRecorder(0)
+	lo := o.launchOptions()
+	lo.Observer = recorder
+	lo.OnDevice = func(dev device.Device) { recorder.ObserveDevice(dev) }
+	info, err := launch.Resolve(lo, log)
 	if err != nil {
 		return err
 	}
-	// The engine reports its phases to the profiler's recorder (trace.json
-	// of /start_profile); the pprof tool works on its own.
-	o.recorder = profile.NewRecorder(0)
-	prof := profile.New(o.recorder, profile.Options{
-		Info: map[string]string{"model": info.name, "device": info.device}})
+	prof := profile.New(recorder, profile.Options{
+		Info: map[string]string{"model": info.Name, "device": info.Device}})
 	defer prof.Close()
 	srv, err := server.New(server.Config{
 		Addr:           net.JoinHostPort(o.host, strconv.Itoa(o.port)),
 		ModelName:      o.modelName,
-		MaxModelLen:    info.cfg.MaxSeqLen,
-		VocabSize:      info.cfg.VocabSize,
-		Tokenizer:      info.tok,
+		MaxModelLen:    info.Model.MaxSeqLen,
+		VocabSize:      info.Model.VocabSize,
+		Tokenizer:      info.Tokenizer,
 		StreamInterval: o.streamInterval,
 		EnablePprof:    o.pprof,
 		ProfileHandler: prof.Handler(),
@@ -107,14 +113,15 @@ func runServe(ctx context.Context, o serveOptions, logOut io.Writer) error {
 	if err := srv.Open(); err != nil {
 		return err
 	}
-	log.Info("listening", "url", srv.URL(), "model", info.name, "served_model_name", o.modelName)
+	log.Info("listening", "url", srv.URL(), "model", info.Name, "served_model_name", o.modelName)
 	if o.ready != nil {
 		o.ready(srv.URL())
 	}
-	eng, err := o.startEngine(info, log)
+	running, err := info.Start(log)
 	if err != nil {
 		return errors.Join(err, srv.Close())
 	}
+	eng := running.Engine
 	srv.SetEngine(server.FromEngine(eng))
 	<-ctx.Done()
 	log.Info("shutting down")
