@@ -98,7 +98,7 @@ offline_summary.md. Exit status: 0 ok, 1 a backend failed, 130 interrupted.` + p
 	}
 	f := cmd.Flags()
 	f.StringVar(&backends, "backends", backends, "comma list: roseinfer (in-process engine), roseinfer+server (HTTP)")
-	f.StringVar(&o.Device, "device", o.Device, "cpu or sim in-process; the server takes any roseinfer --device")
+	f.StringVar(&o.Device, "device", o.Device, "cpu, sim, cuda or auto (cuda when usable, else cpu): the in-process engine's device and roseinfer serve's --device")
 	f.StringVar(&o.Model, "model", "", `HF GPT-2 checkpoint directory ("" = built-in tiny model)`)
 	f.IntVar(&simStepUS, "sim-step-us", 1000, "step time of the sim device in µs")
 	f.IntVar(&o.NumPrompts, "num-prompts", o.NumPrompts, fmt.Sprintf("number of prompts; CPU: %d", cpuDefaultNumPrompts))

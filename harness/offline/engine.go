@@ -8,89 +8,28 @@ import (
 	"time"
 
 	"github.com/roseinfer/roseinfer/engine"
-	"github.com/roseinfer/roseinfer/engine/device"
-	"github.com/roseinfer/roseinfer/engine/device/cpu"
-	"github.com/roseinfer/roseinfer/engine/device/sim"
-	"github.com/roseinfer/roseinfer/engine/model"
+	"github.com/roseinfer/roseinfer/engine/launch"
 	"github.com/roseinfer/roseinfer/engine/sample"
 )
 
-// EngineOptions say which engine the in-process run builds.
-type EngineOptions struct {
-	Device        string // cpu or sim
-	Model         string // HF checkpoint directory; "" = the built-in tiny preset
-	ModelSeed     uint64 // weights seed of the built-in preset
-	SimStep       time.Duration
-	MaxNumSeqs    int // --max-batch-size
-	PrefixCache   bool
-	MaxConcurrent int // sequences the KV pool must hold at once
-	MaxSeqTokens  int // input + output tokens of one sequence
+// startEngine builds roseinfer's engine in this process through
+// engine/launch, with `roseinfer serve`'s defaults (chunked prefill, CUDA
+// graphs, overlap scheduling) on any of its devices, except the KV pool:
+// it holds every concurrently running sequence, so the batch never
+// preempts. Model loading happens here, outside the timed region.
+func (o *Options) startEngine() (*launch.Running, error) {
+	lo := launch.Defaults()
+	lo.Device, lo.ModelDir, lo.SimStep = o.Device, o.Model, o.SimStep
+	lo.MaxNumSeqs, lo.PrefixCache = o.MaxBatchSize, o.PrefixCache
+	lo.KVCacheTokens = kvTokensWithoutPreemption(min(o.NumPrompts, o.MaxBatchSize), o.InputLen+o.OutputLen, lo.BlockSizeTokens)
+	return launch.Start(lo, nil)
 }
 
-// openEngine builds the device and engine in this process: the small engine
-// API (engine.New over a device) the offline run measures. Model loading
-// happens here, outside the timed region.
-func openEngine(o EngineOptions) (*engine.Engine, model.Config, error) {
-	cfg, dev, err := openDevice(o)
-	if err != nil {
-		return nil, model.Config{}, err
-	}
-	e, err := engine.New(engine.Config{
-		MaxNumSeqs:      o.MaxNumSeqs,
-		ChunkedPrefill:  true,
-		BlockSizeTokens: engine.DefaultBlockSizeTokens,
-		NumBlocks:       numBlocks(o),
-		PrefixCache:     o.PrefixCache,
-		MaxModelLen:     cfg.MaxSeqLen,
-		EOSToken:        cfg.EOSTokenID,
-	}, dev)
-	if err != nil {
-		dev.Close()
-		return nil, model.Config{}, err
-	}
-	return e, cfg, nil
-}
-
-// numBlocks sizes the KV pool so every concurrently running sequence fits
-// without preemption (plus one block each for rounding).
-func numBlocks(o EngineOptions) int {
-	bs := engine.DefaultBlockSizeTokens
-	perSeq := (o.MaxSeqTokens+bs-1)/bs + 1
-	return max(1, o.MaxConcurrent) * perSeq
-}
-
-func openDevice(o EngineOptions) (model.Config, device.Device, error) {
-	kv := device.KVConfig{NumBlocks: numBlocks(o), BlockSizeTokens: engine.DefaultBlockSizeTokens}
-	switch o.Device {
-	case "sim":
-		cfg, err := model.Preset("tiny")
-		if err != nil {
-			return model.Config{}, nil, err
-		}
-		dev, err := sim.New(sim.Options{StepDuration: o.SimStep, VocabSize: cfg.VocabSize, EOS: cfg.EOSTokenID})
-		return cfg, dev, err
-	case "cpu", "":
-		var w *model.Weights
-		var err error
-		if o.Model == "" {
-			cfg, perr := model.Preset("tiny")
-			if perr != nil {
-				return model.Config{}, nil, perr
-			}
-			w, err = model.InitRandom(cfg, o.ModelSeed)
-		} else {
-			w, err = model.LoadCheckpoint(o.Model)
-		}
-		if err != nil {
-			return model.Config{}, nil, fmt.Errorf("load model: %w", err)
-		}
-		dev, err := cpu.New(w, kv, cpu.Options{})
-		if err != nil {
-			return model.Config{}, nil, err
-		}
-		return w.Config, dev, nil
-	}
-	return model.Config{}, nil, fmt.Errorf("in-process device %q is not supported (cpu or sim)", o.Device)
+// kvTokensWithoutPreemption is a KV pool in which maxConcurrent sequences of
+// seqTokens tokens fit at once, with one block each to spare for rounding.
+func kvTokensWithoutPreemption(maxConcurrent, seqTokens, blockSize int) int {
+	perSeq := (seqTokens+blockSize-1)/blockSize + 1
+	return max(1, maxConcurrent) * perSeq * blockSize
 }
 
 // engineRun is what one batch of prompts produced in the engine.

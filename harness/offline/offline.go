@@ -33,7 +33,7 @@ const (
 // Options are `bench offline`'s settings.
 type Options struct {
 	Backends      []string // roseinfer (in-process), roseinfer+server
-	Device        string   // cpu or sim (in-process); any roseinfer --device for the server
+	Device        string   // auto, cpu, sim or cuda: roseinfer --device, in-process and for the server
 	Model         string   // HF checkpoint dir; "" = built-in tiny model
 	SimStep       time.Duration
 	NumPrompts    int
@@ -227,6 +227,11 @@ func (o *Options) validate() error {
 		return errors.New("--max-batch-size must be at least 1")
 	case o.WarmupPrompts < 0:
 		return errors.New("--warmup-prompts must not be negative")
+	}
+	switch o.Device {
+	case "auto", "cpu", "sim", "cuda":
+	default:
+		return fmt.Errorf("--device must be auto, cpu, sim or cuda, got %q", o.Device)
 	}
 	return nil
 }

@@ -2,9 +2,11 @@ package offline
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/roseinfer/roseinfer/engine/device/cuda"
 	"github.com/roseinfer/roseinfer/results"
 )
 
@@ -81,10 +83,44 @@ func TestInProcessSimTotalsExact(t *testing.T) {
 }
 
 // The acceptance case, kept small: the CPU default (tiny model) with
-// --input-len 256 gives totals equal to prompts × lengths exactly.
+// --input-len 256 gives totals equal to prompts × lengths exactly. The KV
+// pool holds all 3 sequences of 260 tokens: 17 blocks of 16 each, plus one
+// to spare = 54 blocks.
 func TestInProcessCPUInputLen256(t *testing.T) {
 	off := inProcess(t, "cpu", 3, 256, 4)
 	checkTotals(t, off, 3, 256, 4)
+	r := off.Results[0]
+	if r.Device != "cpu" || r.Extra["kv_blocks"] != 54.0 || r.Extra["overlap_schedule"] != true {
+		t.Errorf("device %q, extra %v; want cpu, kv_blocks 54, overlap_schedule true", r.Device, r.Extra)
+	}
+}
+
+// --device auto runs in-process on what launch picks (cpu here, cuda on a
+// GPU machine) and records that device; --device cuda without a GPU is a
+// failed backend with the reason.
+func TestInProcessAutoAndCUDA(t *testing.T) {
+	off := inProcess(t, "auto", 2, 16, 3)
+	checkTotals(t, off, 2, 16, 3)
+	want := "cpu"
+	if cuda.Available() == nil {
+		want = "cuda"
+	}
+	if got := off.Results[0].Device; got != want {
+		t.Errorf("auto ran on %q, want %q", got, want)
+	}
+	if want == "cuda" {
+		return
+	}
+	o := Default()
+	o.Backends, o.Device, o.RunDir = []string{LabelInProcess}, "cuda", t.TempDir()
+	o.NumPrompts, o.InputLen, o.OutputLen = 1, 8, 1
+	rep, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Failures) != 1 || !strings.Contains(rep.Failures[0], "--device cuda is not available") {
+		t.Errorf("failures %q, want cuda's unavailability", rep.Failures)
+	}
 }
 
 func TestValidate(t *testing.T) {
@@ -93,6 +129,7 @@ func TestValidate(t *testing.T) {
 		func(o *Options) { o.NumPrompts = 0 },
 		func(o *Options) { o.InputLen = 1000; o.OutputLen = 100 },
 		func(o *Options) { o.MaxBatchSize = 0 },
+		func(o *Options) { o.Device = "tpu" },
 	} {
 		o := Default()
 		mod(&o)

@@ -57,32 +57,34 @@ func (o *Options) checkLengths(numTokens []int) error {
 
 // runInProcess measures roseinfer through the engine API in this process.
 func (o *Options) runInProcess(ctx context.Context, prompts, warmup [][]int32) (results.OfflineResult, error) {
-	maxConc := min(o.NumPrompts, o.MaxBatchSize)
-	e, cfg, err := openEngine(EngineOptions{Device: o.Device, Model: o.Model, SimStep: o.SimStep, MaxNumSeqs: o.MaxBatchSize,
-		PrefixCache: o.PrefixCache, MaxConcurrent: maxConc, MaxSeqTokens: o.InputLen + o.OutputLen})
+	running, err := o.startEngine()
 	if err != nil {
 		return results.OfflineResult{}, err
 	}
+	e, cfg := running.Engine, running.Model
 	defer e.Close()
 	extra := map[string]any{"prefix_cache": o.PrefixCache, "max_num_seqs": o.MaxBatchSize,
-		"model_layers": cfg.NumLayers, "model_channels": cfg.Channels,
+		"model_layers": cfg.NumLayers, "model_channels": cfg.Channels, "kv_blocks": running.KV.NumBlocks,
+		"overlap_schedule": running.Options.OverlapSchedule, "load_s": running.LoadTime.Seconds(),
 		"prefill_split": "prefill_s = until the last prompt's first token; decode_s = the rest"}
+	// A failed batch keeps what is known: the device used (auto resolved) and extra.
+	partial := results.OfflineResult{Device: running.Device, Extra: extra}
 	params := o.sampleParams()
 	if len(warmup) > 0 {
 		if _, err := generate(ctx, e, warmup, min(16, o.OutputLen), params, uint64(o.Seed)+1<<32, o.IgnoreEOS); err != nil {
-			return results.OfflineResult{Extra: extra}, fmt.Errorf("warmup: %w", err)
+			return partial, fmt.Errorf("warmup: %w", err)
 		}
 	}
 	r, err := generate(ctx, e, prompts, o.OutputLen, params, uint64(o.Seed), o.IgnoreEOS)
 	if err != nil {
-		return results.OfflineResult{Extra: extra}, err
+		return partial, err
 	}
 	if err := o.checkLengths(r.numTokens); err != nil {
-		return results.OfflineResult{Extra: extra}, err
+		return partial, err
 	}
 	prefillEnd, err := r.prefillEnd()
 	if err != nil {
-		return results.OfflineResult{Extra: extra}, err
+		return partial, err
 	}
 	b := batchTiming{start: r.start, prefillEnd: prefillEnd, end: r.end()}
 	for i, p := range prompts {
@@ -90,7 +92,7 @@ func (o *Options) runInProcess(ctx context.Context, prompts, warmup [][]int32) (
 		b.totalOutTokens += r.numTokens[i]
 	}
 	res := o.result(b)
-	res.Extra = extra
+	res.Device, res.Extra = partial.Device, extra
 	return res, nil
 }
 
