@@ -11,6 +11,7 @@ import (
 	"github.com/roseinfer/roseinfer/engine/device/cuda"
 	"github.com/roseinfer/roseinfer/engine/device/sim"
 	"github.com/roseinfer/roseinfer/engine/model"
+	"github.com/roseinfer/roseinfer/engine/profile/phase"
 )
 
 // Running is a started engine and what was resolved to build it.
@@ -46,6 +47,12 @@ func (r *Resolved) Start(log *slog.Logger) (*Running, error) {
 	if o.OnDevice != nil {
 		o.OnDevice(dev)
 	}
+	observer := o.Observer
+	if r.Device == "cuda" {
+		// ROSEINFER_NVTX=1 brackets every engine phase with an NVTX range
+		// for nsys timelines; nil (no cost) otherwise.
+		observer = phase.Multi(observer, cuda.NVTXObserver())
+	}
 	eng, err := engine.New(engine.Config{
 		MaxNumSeqs:          o.MaxNumSeqs,
 		MaxNumBatchedTokens: o.MaxNumBatchedTokens,
@@ -58,7 +65,7 @@ func (r *Resolved) Start(log *slog.Logger) (*Running, error) {
 		MaxModelLen:         r.Model.MaxSeqLen,
 		EOSToken:            r.Model.EOSTokenID,
 		OverlapSchedule:     o.OverlapSchedule,
-		Observer:            o.Observer,
+		Observer:            observer,
 	}, dev)
 	if err != nil {
 		_ = dev.Close()
