@@ -3,7 +3,7 @@ GO       ?= go
 BIN      := bin
 export CGO_ENABLED := 0
 
-.PHONY: all build bench test vet fmt-check fuzz fuzz-server gpu-build gpu-test gpu-bench gpu-stack-build gpu-stack clean lint-workflows
+.PHONY: all build bench cpu-numbers test vet fmt-check fuzz fuzz-server gpu-build gpu-test gpu-bench gpu-stack-build gpu-stack clean lint-workflows
 
 all: build
 
@@ -25,6 +25,10 @@ fmt-check:
 
 test: fmt-check vet build lint-workflows
 	$(GO) test -count=1 -timeout 30m ./...
+
+# The CPU and sim figures of docs/BENCHMARKS.md on this machine (table last).
+cpu-numbers: build
+	bash harness/cpu_numbers.sh
 
 # GPU: build here (no CUDA needed), run on the GPU machine with only the binaries.
 gpu-build:
