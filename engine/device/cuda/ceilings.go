@@ -149,3 +149,19 @@ func (d *Device) ProfilerRange(on bool) error {
 	}
 	return d.g.drv.call(name, fn)
 }
+
+// SetPDL switches programmatic dependent launch on or off for later steps
+// (Options.NoPDL), dropping captured graphs.
+func (d *Device) SetPDL(on bool) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := d.g.bind(); err != nil {
+		return err
+	}
+	if err := d.g.sync(); err != nil {
+		return err
+	}
+	d.dropGraphs()
+	d.opts.NoPDL, d.g.pdl = !on, on
+	return nil
+}

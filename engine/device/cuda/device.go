@@ -62,6 +62,10 @@ type Options struct {
 	// tensor-core kernel (gemm_skinny.cu) instead of cuBLASLt. 0 = the
 	// default, negative = never.
 	SkinnyGemmRows int
+	// NoPDL launches kernels without programmatic dependent launch (each
+	// kernel then starts only when the previous one has finished): the A/B
+	// switch for the kernels' early weight fetch (common.cuh).
+	NoPDL bool
 }
 
 // DefaultOptions are used for every zero field of Options.
@@ -148,6 +152,7 @@ func New(w *model.Weights, kv device.KVConfig, opts Options) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
+	g.pdl = !opts.NoPDL
 	d := &Device{g: g, cfg: w.Config, kv: kv, opts: opts, prevRow: map[uint64]int{}, graphs: map[int]*decodeGraph{}}
 	if err := d.init(w); err != nil {
 		d.closeLocked()

@@ -32,6 +32,7 @@ type driver struct {
 	cuStreamBeginCapture, cuStreamEndCapture, cuGraphInstantiate, cuGraphLaunch       uintptr
 	cuGraphDestroy, cuGraphExecDestroy                                                uintptr
 	cuProfilerStart, cuProfilerStop                                                   uintptr // optional: 0 when absent
+	cuLaunchKernelEx                                                                  uintptr // optional (CUDA 12+): programmatic dependent launch
 }
 
 const (
@@ -112,6 +113,7 @@ func loadDriver() (*driver, error) {
 	}
 	d.cuProfilerStart, _ = lib.sym("cuProfilerStart")
 	d.cuProfilerStop, _ = lib.sym("cuProfilerStop")
+	d.cuLaunchKernelEx, _ = lib.sym("cuLaunchKernelEx")
 	return d, nil
 }
 

@@ -39,17 +39,25 @@ func (d *Device) forward(p *stepPlan) error {
 	N, M := lay.nTok, lay.nSample
 	eps := d.cfg.LayerNormEpsilon
 	scale := float32(1 / math.Sqrt(float64(HD)))
+	// The step's first kernels follow the inputs' host-to-device copy, not a
+	// kernel: they launch without programmatic dependent launch.
+	pdl := g.pdl
+	g.pdl = false
 	if p.resolve || p.graphBatch > 0 {
 		if err := g.launch(d.kResolve, ceilDiv(N, 256), 1, 1, 256, 0,
 			argPtr(d.in(lay.tokens)), argPtr(a.outTok), argPtr(d.in(lay.srcRows)), argInt(N)); err != nil {
+			g.pdl = pdl
 			return err
 		}
 	}
 	if err := d.mark("start"); err != nil {
+		g.pdl = pdl
 		return err
 	}
-	if err := g.launch(d.kEncoder, ceilDiv(N*C, 256), 1, 1, 256, 0,
-		argPtr(a.residual), argPtr(d.in(lay.tokens)), argPtr(d.in(lay.pos)), argPtr(d.w.wte), argPtr(d.w.wpe), argInt(N), argInt(C)); err != nil {
+	err := g.launch(d.kEncoder, ceilDiv(N*C, 256), 1, 1, 256, 0,
+		argPtr(a.residual), argPtr(d.in(lay.tokens)), argPtr(d.in(lay.pos)), argPtr(d.w.wte), argPtr(d.w.wpe), argInt(N), argInt(C))
+	g.pdl = pdl
+	if err != nil {
 		return err
 	}
 	if err := d.mark("encoder"); err != nil {

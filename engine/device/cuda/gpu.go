@@ -37,7 +37,28 @@ type gpu struct {
 	argPtrs      []uintptr // C memory: void** kernelParams
 	argSlotsAddr uintptr
 	argPtrsAddr  uintptr
+
+	// pdl: launch with programmatic stream serialization (Hopper's
+	// programmatic dependent launch), so a kernel is scheduled while the
+	// previous one finishes and waits inside (grid_dep_wait in common.cuh).
+	pdl       bool
+	launchCfg *launchConfig // C memory: CUlaunchConfig
+	attrAddr  uintptr       // C memory: one CUlaunchAttribute
 }
+
+// launchConfig is CUlaunchConfig (cuda.h), 56 bytes.
+type launchConfig struct {
+	gridX, gridY, gridZ, blockX, blockY, blockZ, sharedMem uint32
+	_                                                      uint32
+	stream, attrs                                          uintptr
+	numAttrs                                               uint32
+	_                                                      uint32
+}
+
+const (
+	launchAttrProgrammaticSerialization = 6  // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+	launchAttrBytes                     = 72 // CUlaunchAttribute: id, pad to 8, 64-byte value union
+)
 
 var (
 	probeOnce sync.Once
@@ -138,6 +159,11 @@ func openGPU() (*gpu, error) {
 	g.argSlots = unsafe.Slice((*uint64)(slots), maxKernelArgs)
 	g.argPtrs = unsafe.Slice((*uintptr)(ptrs), maxKernelArgs)
 	g.argSlotsAddr, g.argPtrsAddr = uintptr(slots), uintptr(ptrs)
+	cfg, _ := g.argArena.alloc(int(unsafe.Sizeof(launchConfig{})))
+	attr, _ := g.argArena.alloc(launchAttrBytes)
+	g.launchCfg, g.attrAddr = (*launchConfig)(cfg), uintptr(attr)
+	*(*uint32)(attr) = launchAttrProgrammaticSerialization
+	*(*int32)(unsafe.Add(attr, 8)) = 1 // programmaticStreamSerializationAllowed
 
 	if g.nv, err = loadNVRTC(); err != nil {
 		return nil, err

@@ -191,8 +191,15 @@ func (g *gpu) launch(k kernel, gridX, gridY, gridZ, block, smem int, args ...uin
 		g.argSlots[i] = a
 		g.argPtrs[i] = g.argSlotsAddr + uintptr(8*i)
 	}
-	r, _, _ := purego.SyscallN(g.drv.cuLaunchKernel, k.fn, uintptr(gridX), uintptr(gridY), uintptr(gridZ),
-		uintptr(block), 1, 1, uintptr(smem), g.stream, g.argPtrsAddr, 0)
+	var r uintptr
+	if g.pdl && g.drv.cuLaunchKernelEx != 0 {
+		*g.launchCfg = launchConfig{gridX: uint32(gridX), gridY: uint32(gridY), gridZ: uint32(gridZ), blockX: uint32(block), blockY: 1, blockZ: 1,
+			sharedMem: uint32(smem), stream: g.stream, attrs: g.attrAddr, numAttrs: 1}
+		r, _, _ = purego.SyscallN(g.drv.cuLaunchKernelEx, uintptr(unsafe.Pointer(g.launchCfg)), k.fn, g.argPtrsAddr, 0)
+	} else {
+		r, _, _ = purego.SyscallN(g.drv.cuLaunchKernel, k.fn, uintptr(gridX), uintptr(gridY), uintptr(gridZ),
+			uintptr(block), 1, 1, uintptr(smem), g.stream, g.argPtrsAddr, 0)
+	}
 	if r != cuSuccess {
 		return fmt.Errorf("launch %s (grid %d,%d,%d block %d smem %d): %w", k.name, gridX, gridY, gridZ, block, smem, g.drv.check("cuLaunchKernel", r))
 	}

@@ -79,11 +79,11 @@ func TestModelLogitsMixedBatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range []Options{{NoCUDAGraph: true}, {}, {SimplePrefillAttention: true}, {GemvMaxRows: -1, SkinnyGemmRows: -1, BlockDecodeAttention: true},
+	for _, o := range []Options{{NoCUDAGraph: true}, {}, {SimplePrefillAttention: true}, {GemvMaxRows: -1, SkinnyGemmRows: -1, BlockDecodeAttention: true, NoPDL: true},
 		{SkinnyGemmRows: 128}, {SkinnyGemmRows: 128, NoCUDAGraph: true}} {
 		o.MaxStepTokens, o.MaxSeqs = 1024, 64
-		t.Run(fmt.Sprintf("noCUDAGraph=%v_simplePrefill=%v_gemv=%v_skinny=%d_blockDecode=%v", o.NoCUDAGraph, o.SimplePrefillAttention,
-			o.GemvMaxRows >= 0, o.SkinnyGemmRows, o.BlockDecodeAttention), func(t *testing.T) {
+		t.Run(fmt.Sprintf("noCUDAGraph=%v_simplePrefill=%v_gemv=%v_skinny=%d_blockDecode=%v_noPDL=%v", o.NoCUDAGraph, o.SimplePrefillAttention,
+			o.GemvMaxRows >= 0, o.SkinnyGemmRows, o.BlockDecodeAttention, o.NoPDL), func(t *testing.T) {
 			d := newTestDevice(t, w, o)
 			checkMixedBatches(t, d, w)
 		})
@@ -237,14 +237,18 @@ func testGreedyContinuations(t *testing.T, P, skinny int) {
 	if frac < 0.95 {
 		t.Errorf("only %.1f%% of greedy tokens agree with the fp32 reference", 100*frac)
 	}
-	// Overlap (Submit/Collect with on-GPU token hand-off) and graphs-off must
-	// give the GPU's own tokens exactly.
-	for _, mode := range []string{"overlap", "nograph"} {
+	// Overlap (Submit/Collect with on-GPU token hand-off), graphs off and
+	// programmatic dependent launch off must give the GPU's own tokens exactly.
+	for _, mode := range []string{"overlap", "nograph", "noPDL"} {
 		var other [][]int32
-		if mode == "overlap" {
+		switch mode {
+		case "overlap":
 			other = greedyGPU(t, d, prompts, G, true)
-		} else {
+		case "nograph":
 			d2 := newTestDevice(t, w, Options{NoCUDAGraph: true, MaxStepTokens: 2048, MaxSeqs: 64, SkinnyGemmRows: skinny})
+			other = greedyGPU(t, d2, prompts, G, false)
+		default: // the same kernels without programmatic dependent launch: the same tokens
+			d2 := newTestDevice(t, w, Options{NoPDL: true, MaxStepTokens: 2048, MaxSeqs: 64, SkinnyGemmRows: skinny})
 			other = greedyGPU(t, d2, prompts, G, false)
 		}
 		for i := range prompts {

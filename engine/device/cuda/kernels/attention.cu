@@ -16,6 +16,8 @@
 // for rows whose K/V another kernel writes. One thread per 8 halves.
 extern "C" __global__ void kv_write(half_t* kc, half_t* vc, const half_t* qkv, const int* slots,
                                     int N, int NH, int HD, int B) {
+    grid_dep_launch();
+    grid_dep_wait();
     int C = NH * HD, per = C / 8;
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (size_t)N * per) return;
@@ -42,6 +44,8 @@ __device__ __forceinline__ void attention_decode_impl(
     half_t* out, const half_t* qkv, half_t* kc, half_t* vc, const int* block_tables, int max_blocks,
     const int* q_start, const int* ctx_len, const int* dec_seqs, int NH, int B, float scale, int nsplit,
     float* part) {
+    grid_dep_launch();
+    grid_dep_wait();
     constexpr int G = HD / 8;
     constexpr int KPW = 32 / G;
     constexpr int NG = (DECODE_THREADS / 32) * KPW;
@@ -160,6 +164,8 @@ __device__ __forceinline__ void attention_decode_impl(
 // head) into the output row. One thread per output dim.
 extern "C" __global__ void attention_decode_combine(half_t* out, const float* part, const int* q_start,
                                                     const int* dec_seqs, int NH, int HD, int nsplit) {
+    grid_dep_launch();
+    grid_dep_wait();
     const int s = dec_seqs[blockIdx.x], h = blockIdx.y, d = threadIdx.x;
     if (d >= HD) return;
     const float* pp = part + ((size_t)blockIdx.x * NH + h) * nsplit * (HD + 2);
@@ -187,6 +193,8 @@ __device__ __forceinline__ void attention_prefill_impl(
     half_t* out, const half_t* qkv, const half_t* kc, const half_t* vc, const int* block_tables,
     int max_blocks, const int* q_start, const int* q_len, const int* ctx_len, const int* tile_seq,
     const int* tile_q0, int NH, int B, float scale) {
+    grid_dep_launch();
+    grid_dep_wait();
     __shared__ __align__(16) float ks[PREFILL_BC][HD];
     __shared__ __align__(16) float vs[PREFILL_BC][HD];
     const int s = tile_seq[blockIdx.x], q0 = tile_q0[blockIdx.x], h = blockIdx.y;

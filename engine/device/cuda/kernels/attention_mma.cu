@@ -30,6 +30,8 @@ extern "C" __global__ void __launch_bounds__(128) attention_prefill_mma_64(
     half_t* out, const half_t* qkv, const half_t* kc, const half_t* vc, const int* block_tables, int max_blocks,
     const int* q_start, const int* q_len, const int* ctx_len, const int* tile_seq, const int* tile_q0, int NH, int B,
     float scale) {
+    grid_dep_launch();
+    grid_dep_wait();
     __shared__ __align__(16) half_t Qs[FA_BR][FA_PAD];
     __shared__ __align__(16) half_t Ks[FA_BC][FA_PAD];
     __shared__ __align__(16) half_t Vt[FA_HD][FA_PAD];  // [hd][key]

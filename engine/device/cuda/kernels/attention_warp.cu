@@ -36,6 +36,7 @@ extern "C" __global__ void __launch_bounds__(AW_WARPS * 32) attention_decode_war
     const int* q_start, const int* ctx_len, const int* dec_seqs, int NH, int B, float scale, int nsplit,
     float* part, int* counts) {
     constexpr int HD = 64;
+    grid_dep_launch();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, sub = lane & 7, kq = lane >> 3;
     const int h = blockIdx.y * AW_WARPS + warp;
     if (h >= NH) return;  // a whole warp; nothing below synchronises the block
@@ -48,16 +49,6 @@ extern "C" __global__ void __launch_bounds__(AW_WARPS * 32) attention_decode_war
     const int chunk = (((nkeys + nsplit - 1) / nsplit) + 15) & ~15;  // splits start at multiples of 16 keys
     const int kbeg = min(nkeys, split * chunk), kend = min(nkeys, kbeg + chunk);
 
-    if (kbeg <= p && p < kend && kq == 0) {  // fused KV append of the new token
-        size_t o = kv_offset(bt[p / B], h, p % B, NH, B, HD) + sub * 8;
-        *(uint4*)(kc + o) = *(const uint4*)(qrow + C + sub * 8);
-        *(uint4*)(vc + o) = *(const uint4*)(qrow + 2 * C + sub * 8);
-    }
-    float q[8];
-    unpack8(*(const uint4*)(qrow + sub * 8), q);
-#pragma unroll
-    for (int i = 0; i < 8; i++) q[i] *= scale;
-
     // off[r]: this lane's 16-byte piece of key j0 + 4r + kq, in 16-byte units.
     uint32_t off[8];
     auto lookup = [&](int j0, uint32_t* o) {
@@ -67,7 +58,17 @@ extern "C" __global__ void __launch_bounds__(AW_WARPS * 32) attention_decode_war
             o[r] = (j < kend && j != p) ? (uint32_t)(kv_offset(bt[j / B], h, j % B, NH, B, HD) / 8) + sub : 0u;
         }
     };
-    lookup(kbeg, off);
+    lookup(kbeg, off);  // block tables are step inputs: before the wait
+    grid_dep_wait();     // qkv and the cache belong to earlier kernels
+    if (kbeg <= p && p < kend && kq == 0) {  // fused KV append of the new token
+        size_t o = kv_offset(bt[p / B], h, p % B, NH, B, HD) + sub * 8;
+        *(uint4*)(kc + o) = *(const uint4*)(qrow + C + sub * 8);
+        *(uint4*)(vc + o) = *(const uint4*)(qrow + 2 * C + sub * 8);
+    }
+    float q[8];
+    unpack8(*(const uint4*)(qrow + sub * 8), q);
+#pragma unroll
+    for (int i = 0; i < 8; i++) q[i] *= scale;
     float m = NEG_INF, l = 0.f, acc[8];
 #pragma unroll
     for (int i = 0; i < 8; i++) acc[i] = 0.f;

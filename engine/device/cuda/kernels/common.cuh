@@ -21,6 +21,26 @@ __device__ __forceinline__ half_t f2h(float f) {
     return h;
 }
 
+// Programmatic dependent launch (Hopper; no-ops elsewhere and when a kernel
+// was launched without the attribute). Every kernel signals at its start
+// that the next kernel in the stream may be scheduled (grid_dep_launch), and
+// calls grid_dep_wait before it reads anything an earlier kernel wrote or
+// writes anything: the wait returns once all earlier kernels have completed
+// and their memory is visible. What comes before the wait may read only
+// what no kernel writes (weights, the step's inputs copied from the host),
+// so a kernel's weight fetch overlaps the previous kernel's tail and the
+// launch latency.
+__device__ __forceinline__ void grid_dep_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void grid_dep_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 // unpack8 turns a 16-byte load of 8 halves into floats.
 __device__ __forceinline__ void unpack8(uint4 u, float* f) {
     const half_t* h = reinterpret_cast<const half_t*>(&u);

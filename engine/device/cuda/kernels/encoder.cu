@@ -4,6 +4,8 @@
 // out (N, C) fp32 = wte[tokens[i]] + wpe[pos[i]]; wte (V, C), wpe (maxT, C) fp16.
 extern "C" __global__ void encoder_forward(float* out, const int* tokens, const int* pos,
                                            const half_t* wte, const half_t* wpe, int N, int C) {
+    grid_dep_launch();
+    grid_dep_wait();
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (size_t)N * C) return;
     int i = idx / C, c = idx % C;
@@ -14,6 +16,8 @@ extern "C" __global__ void encoder_forward(float* out, const int* tokens, const 
 // host has seen the previous step's samples; rows with src_rows[i] >= 0 take
 // their token from the previous step's output (still on the GPU).
 extern "C" __global__ void resolve_tokens(int* tokens, const int* prev_out, const int* src_rows, int N) {
+    grid_dep_launch();
+    grid_dep_wait();
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < N && src_rows[i] >= 0) tokens[i] = prev_out[src_rows[i]];
 }

@@ -22,6 +22,8 @@
 extern "C" __global__ void __launch_bounds__(256) gemm_skinny(
     void* out, int ldo, const half_t* x, int ldx, const half_t* W, const half_t* bias16, const float* bias32, int M,
     int K, int OC, int mode, float* work, int* counts) {
+    grid_dep_launch();
+    grid_dep_wait();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;
     const int wr = warp >> 2, wc = warp & 3;
     const int tile = blockIdx.x, split = blockIdx.y, S = gridDim.y;

@@ -52,10 +52,13 @@ __device__ __forceinline__ void gemv_impl(void* out, int ldo, const half_t* x, i
             }
         }
     };
-    // The first round's weights are requested before the LayerNorm staging,
-    // so the two latencies overlap.
+    // The first round's weights are requested before waiting for the
+    // previous kernel (programmatic dependent launch) and before the
+    // LayerNorm staging, so those latencies overlap.
+    grid_dep_launch();
     bool preloaded = blockIdx.x < ntiles && c_beg < c_end;
     if (preloaded) load_w(blockIdx.x, c_beg);
+    grid_dep_wait();  // activations and outputs belong to earlier kernels
     if (LN) {
         for (int m = warp; m < MR; m += GEMV_WARPS) {
             half_t* o = xs + m * xstride;

@@ -15,13 +15,18 @@ __device__ __forceinline__ void ln_row_vec(half_t* o, const float* x, const floa
                                            int lane) {
     float4 v[NV], ww[NV], bv[NV];
     float sum = 0.f;
+    const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int k = 0; k < NV; k++) {  // weights: before the wait
+        int i = (k * 32 + lane) * 4;
+        ww[k] = i < C ? *(const float4*)(w + i) : z;
+        bv[k] = i < C ? *(const float4*)(b + i) : z;
+    }
+    grid_dep_wait();
 #pragma unroll
     for (int k = 0; k < NV; k++) {
         int i = (k * 32 + lane) * 4;
-        const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
         v[k] = i < C ? *(const float4*)(x + i) : z;
-        ww[k] = i < C ? *(const float4*)(w + i) : z;
-        bv[k] = i < C ? *(const float4*)(b + i) : z;
     }
 #pragma unroll
     for (int k = 0; k < NV; k++) sum += v[k].x + v[k].y + v[k].z + v[k].w;
@@ -55,9 +60,10 @@ __device__ __forceinline__ void ln_row_vec(half_t* o, const float* x, const floa
 #define LN_MAX_PER_LANE 64
 extern "C" __global__ void layernorm_forward(half_t* out, const float* inp, const int* rows,
                                              const float* w, const float* b, int R, int C, float eps) {
+    grid_dep_launch();
     int r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     int lane = threadIdx.x % 32;
-    if (r >= R) return;
+    if (r >= R) return;  // rows (an input) may be read before the wait
     int row = rows ? rows[r] : r;
     const float* x = inp + (size_t)row * C;
     half_t* o = out + (size_t)r * C;
@@ -65,6 +71,7 @@ extern "C" __global__ void layernorm_forward(half_t* out, const float* inp, cons
         ln_row_vec<8>(o, x, w, b, C, eps, lane);
         return;
     }
+    grid_dep_wait();
     float v[LN_MAX_PER_LANE];
     float sum = 0.f;
 #pragma unroll
@@ -91,6 +98,8 @@ extern "C" __global__ void layernorm_forward(half_t* out, const float* inp, cons
 
 // residual (N, C) fp32 += delta (N, C) fp16.
 extern "C" __global__ void residual_add(float* residual, const half_t* delta, int n) {
+    grid_dep_launch();
+    grid_dep_wait();
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) residual[i] += h2f(delta[i]);
 }
@@ -98,6 +107,8 @@ extern "C" __global__ void residual_add(float* residual, const half_t* delta, in
 // gather_rows_f16: out (R, C) = inp[rows[r]] (fp16), for tests and the LM
 // head of layers that keep fp16 activations.
 extern "C" __global__ void gather_rows_f16(half_t* out, const half_t* inp, const int* rows, int R, int C) {
+    grid_dep_launch();
+    grid_dep_wait();
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (size_t)R * C) return;
     int r = idx / C, c = idx % C;

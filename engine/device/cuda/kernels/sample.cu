@@ -383,6 +383,8 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
     int* out_tok, float* out_lp, const float* logits, int ld, int V, const float* temperature,
     const int* top_k, const float* top_p, const uint32_t* seed_lo, const uint32_t* seed_hi,
     const int* index, const int* banned_in, const int* want_lp) {
+    grid_dep_launch();
+    grid_dep_wait();
     __shared__ Scratch sm;
     const int r = blockIdx.x;
     const float* x = logits + (size_t)r * ld;

@@ -154,16 +154,11 @@ func run(o options) error {
 		return err
 	}
 	if !o.skipOffline {
-		for _, mode := range []string{"sync", "overlap", "no graph", "simple prefill attention", "overlap, block decode attention", "overlap, skinny GEMM"} {
-			d.SetNoCUDAGraph(mode == "no graph")
-			if err := d.SetSimplePrefillAttention(mode == "simple prefill attention"); err != nil {
+		for _, mode := range []string{"sync", "overlap", "no graph", "simple prefill attention", "overlap, block decode attention", "overlap, no PDL"} {
+			if err := setVariant(mode == "no graph", 0, 0, mode == "overlap, block decode attention", mode != "overlap, no PDL")(d); err != nil {
 				return err
 			}
-			skinny := 0
-			if mode == "overlap, skinny GEMM" {
-				skinny = 128
-			}
-			if err := d.SetKernelVariants(0, skinny, mode == "overlap, block decode attention"); err != nil {
+			if err := d.SetSimplePrefillAttention(mode == "simple prefill attention"); err != nil {
 				return err
 			}
 			var best float64
@@ -176,11 +171,10 @@ func run(o options) error {
 			}
 			record(fmt.Sprintf("offline %dx%d->%d, T0.7/p0.9/k50 (%s)", o.prompts, o.promptLen, o.gen, mode), fmt.Sprintf("%.0f output tok/s", best))
 		}
-		d.SetNoCUDAGraph(false)
 		if err := d.SetSimplePrefillAttention(false); err != nil {
 			return err
 		}
-		if err := d.SetKernelVariants(0, 0, false); err != nil {
+		if err := decodeVariants[0].set(d); err != nil {
 			return err
 		}
 	}
@@ -199,7 +193,7 @@ func run(o options) error {
 			return err
 		}
 		fmt.Printf("\nper-op GPU time, one prefill step of %d x %d tokens:\n%s", n, o.promptLen, d.OpProfile(1))
-		for _, v := range []variant{decodeVariants[0], decodeVariants[2], decodeVariants[3]} {
+		for _, v := range []variant{decodeVariants[0], decodeVariants[3]} {
 			if err := v.set(d); err != nil {
 				return err
 			}
@@ -226,21 +220,30 @@ type variant struct {
 }
 
 var decodeVariants = []variant{
-	{"graph", func(d *cuda.Device) error { d.SetNoCUDAGraph(false); return d.SetKernelVariants(0, 0, false) }},
-	{"no graph", func(d *cuda.Device) error { d.SetNoCUDAGraph(true); return d.SetKernelVariants(0, 0, false) }},
-	{"graph, LN+cuBLASLt, block attention", func(d *cuda.Device) error { d.SetNoCUDAGraph(false); return d.SetKernelVariants(-1, -1, true) }},
-	{"graph, skinny GEMM", func(d *cuda.Device) error { d.SetNoCUDAGraph(false); return d.SetKernelVariants(0, 128, false) }},
+	{"graph", setVariant(false, 0, 0, false, true)},
+	{"no graph", setVariant(true, 0, 0, false, true)},
+	{"graph, no PDL", setVariant(false, 0, 0, false, false)},
+	{"graph, LN+cuBLASLt, block attention, no PDL", setVariant(false, -1, -1, true, false)},
+	{"graph, skinny GEMM", setVariant(false, 0, 128, false, true)},
 }
 
-// ncuSteps runs, for each batch size and for the default, the old and the
-// skinny-GEMM decode kernels, a few eager decode steps and then one between
+func setVariant(noGraph bool, gemvRows, skinnyRows int, blockDecode, pdl bool) func(d *cuda.Device) error {
+	return func(d *cuda.Device) error {
+		d.SetNoCUDAGraph(noGraph)
+		if err := d.SetPDL(pdl); err != nil {
+			return err
+		}
+		return d.SetKernelVariants(gemvRows, skinnyRows, blockDecode)
+	}
+}
+
+// ncuSteps runs, for each batch size and for the default and the old
+// decode kernels, a few eager decode steps and then one between
 // ProfilerRange calls: under `ncu --profile-from-start off` exactly those
 // steps' kernels are measured, each step starting with encoder_forward.
 func ncuSteps(d *cuda.Device, r *rand.Rand, o options, p sample.Params, alloc func(int) []int32, batches []int) error {
 	for _, b := range batches {
-		for _, v := range []variant{decodeVariants[1],
-			{"old", func(d *cuda.Device) error { d.SetNoCUDAGraph(true); return d.SetKernelVariants(-1, -1, true) }},
-			{"skinny", func(d *cuda.Device) error { d.SetNoCUDAGraph(true); return d.SetKernelVariants(0, 128, false) }}} {
+		for _, v := range []variant{decodeVariants[1], {"old", setVariant(true, -1, -1, true, false)}} {
 			if err := v.set(d); err != nil {
 				return err
 			}
