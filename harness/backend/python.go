@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/roseinfer/roseinfer/envs"
+	"github.com/roseinfer/roseinfer/harness/cpuset"
 	"github.com/roseinfer/roseinfer/results"
 )
 
@@ -193,28 +193,11 @@ func (r ThirdPartyRun) commonEnv() map[string]string {
 // countCPUs counts a taskset list ("0-3,8" = 5); 0 when empty or invalid
 // (the run validates the list before any server starts).
 func countCPUs(list string) int {
-	seen := map[int]bool{}
-	for _, part := range strings.Split(list, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil || a < 0 {
-			return 0
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a {
-				return 0
-			}
-		}
-		for c := a; c <= b; c++ {
-			seen[c] = true
-		}
+	cpus, err := cpuset.Parse(list)
+	if err != nil {
+		return 0
 	}
-	return len(seen)
+	return len(cpus)
 }
 
 // IsThirdParty reports whether name is one of the backends built here.

@@ -5,46 +5,12 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"sort"
 	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
-)
 
-// ParseCPUList parses the taskset list syntax "0-3,8" into sorted CPU ids.
-func ParseCPUList(s string) ([]int, error) {
-	seen := map[int]bool{}
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil || a < 0 {
-			return nil, fmt.Errorf("cpu list %q: bad cpu %q", s, lo)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a {
-				return nil, fmt.Errorf("cpu list %q: bad range %q", s, part)
-			}
-		}
-		for c := a; c <= b; c++ {
-			seen[c] = true
-		}
-	}
-	if len(seen) == 0 {
-		return nil, fmt.Errorf("cpu list %q is empty", s)
-	}
-	out := make([]int, 0, len(seen))
-	for c := range seen {
-		out = append(out, c)
-	}
-	sort.Ints(out)
-	return out, nil
-}
+	"github.com/roseinfer/roseinfer/harness/cpuset"
+)
 
 // NoPinning is the --server-cpus / --client-cpus value that turns the
 // default CPU split off.
@@ -89,26 +55,8 @@ func resolveCPUs(o *OnlineOptions) (string, error) {
 		return "", nil
 	}
 	half := max(1, len(cpus)/2)
-	o.ServerCPUs, o.ClientCPUs = formatCPUList(cpus[:half]), formatCPUList(cpus[half:])
+	o.ServerCPUs, o.ClientCPUs = cpuset.Format(cpus[:half]), cpuset.Format(cpus[half:])
 	return fmt.Sprintf("CPU split: servers on %s, client on %s (--server-cpus/--client-cpus none to turn off)", o.ServerCPUs, o.ClientCPUs), nil
-}
-
-// formatCPUList writes ids as a taskset list ("0-3,8").
-func formatCPUList(cpus []int) string {
-	var parts []string
-	for i := 0; i < len(cpus); {
-		j := i
-		for j+1 < len(cpus) && cpus[j+1] == cpus[j]+1 {
-			j++
-		}
-		if j == i {
-			parts = append(parts, strconv.Itoa(cpus[i]))
-		} else {
-			parts = append(parts, strconv.Itoa(cpus[i])+"-"+strconv.Itoa(cpus[j]))
-		}
-		i = j + 1
-	}
-	return strings.Join(parts, ",")
 }
 
 // serverPrefix is the argv prefix that pins a launched server to cpus
@@ -117,7 +65,7 @@ func serverPrefix(cpus string) ([]string, error) {
 	if cpus == "" {
 		return nil, nil
 	}
-	if _, err := ParseCPUList(cpus); err != nil {
+	if _, err := cpuset.Parse(cpus); err != nil {
 		return nil, fmt.Errorf("--server-cpus: %w", err)
 	}
 	path, err := exec.LookPath("taskset")
@@ -133,7 +81,7 @@ func pinClient(cpus string) error {
 	if cpus == "" {
 		return nil
 	}
-	list, err := ParseCPUList(cpus)
+	list, err := cpuset.Parse(cpus)
 	if err != nil {
 		return fmt.Errorf("--client-cpus: %w", err)
 	}
@@ -163,7 +111,7 @@ func cpuListMeta(s string) any {
 	if s == "" {
 		return nil
 	}
-	list, err := ParseCPUList(s)
+	list, err := cpuset.Parse(s)
 	if err != nil {
 		return nil
 	}

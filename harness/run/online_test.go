@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/roseinfer/roseinfer/harness/cpuset"
 	"github.com/roseinfer/roseinfer/results"
 )
 
@@ -189,39 +190,6 @@ func TestOnlineInterruptWritesPartialResults(t *testing.T) {
 	}
 }
 
-func TestParseCPUList(t *testing.T) {
-	tests := []struct {
-		in   string
-		want string
-		err  bool
-	}{
-		{"0-3,8", "[0 1 2 3 8]", false},
-		{"1", "[1]", false},
-		{"3,1,1-2", "[1 2 3]", false},
-		{"", "", true},
-		{"a", "", true},
-		{"3-1", "", true},
-	}
-	for _, tc := range tests {
-		got, err := ParseCPUList(tc.in)
-		if (err != nil) != tc.err || (err == nil && fmt.Sprint(got) != tc.want) {
-			t.Errorf("%q: %v %v", tc.in, got, err)
-		}
-	}
-}
-
-func TestFormatCPUListRoundTrip(t *testing.T) {
-	for _, in := range []string{"0", "0-3", "0-1,4,6-7", "1,3,5"} {
-		list, err := ParseCPUList(in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := formatCPUList(list); got != in {
-			t.Errorf("formatCPUList(%v) = %q, want %q", list, got, in)
-		}
-	}
-}
-
 func TestResolveCPUs(t *testing.T) {
 	o := DefaultOnline()
 	o.ServerCPUs, o.ClientCPUs = "none", ""
@@ -238,8 +206,8 @@ func TestResolveCPUs(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.ServerCPUs != "" {
-		srv, _ := ParseCPUList(o.ServerCPUs)
-		cli, _ := ParseCPUList(o.ClientCPUs)
+		srv, _ := cpuset.Parse(o.ServerCPUs)
+		cli, _ := cpuset.Parse(o.ClientCPUs)
 		if len(srv) == 0 || len(cli) == 0 || srv[len(srv)-1] >= cli[0] {
 			t.Errorf("split %q / %q: want disjoint halves, server first", o.ServerCPUs, o.ClientCPUs)
 		}
