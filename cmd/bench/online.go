@@ -66,7 +66,8 @@ roseinfer on the CPU only, --n ` + strconv.Itoa(cpuDefaultN) + ` (original 1000)
 CPU split (the original's): unless --server-cpus/--client-cpus are given,
 launched servers get the first half of the CPUs this process may use and the
 harness the rest (2 cores: one each), so the server's compute never delays the
-client's timestamps; "none" turns pinning off. Not applied with --device sim
+client's timestamps; the profile stage's servers too, --profile-only included;
+"none" turns pinning off. Not applied with --device sim
 (no compute to isolate; its busy-waiting step would starve a one-CPU server).
 
 Writes <output-dir>/online_<YYYYmmdd_HHMMSS>/: online_results.json (per-request

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -90,6 +91,45 @@ func TestProfileOnlyPprof(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(filepath.Dir(manifest), results.OnlineResultsFile)); err == nil {
 		t.Error("--profile-only ran the benchmark")
+	}
+}
+
+// TestProfileOnlyCPUSplit checks that --profile-only gives the profiled
+// server the benchmark's default CPU split (taskset on the first half),
+// as the stage does after a benchmark that chose it.
+func TestProfileOnlyCPUSplit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs roseinfer")
+	}
+	if _, err := exec.LookPath("taskset"); err != nil {
+		t.Skip("no taskset: the split is skipped")
+	}
+	if runtime.NumCPU() < 2 {
+		t.Skip("one CPU: nothing to split")
+	}
+	bin := buildRoseinfer(t)
+	out := t.TempDir()
+	code, stdout, stderr := runBench(t, "online", "--profile", "pprof", "--profile-only", "--backends", "roseinfer",
+		"--device", "cpu", "--roseinfer-bin", bin, "--output-dir", out, "--profile-n", "2", "--profile-scale", "0.05",
+		"--warmup-requests", "1", "--warmup-output-len", "2", "--max-output-len", "4",
+		"--port-base", strconv.Itoa(30000+rand.IntN(20000)))
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "CPU split: servers on") {
+		t.Errorf("no CPU split note in the log:\n%s", stderr)
+	}
+	m, err := results.LoadProfileManifest(strings.Fields(stdout)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpus, _ := m.Meta["server_cpus"].(string)
+	if cpus == "" || len(m.Runs) != 1 {
+		t.Fatalf("meta.server_cpus %v, %d runs, want the split and one run", m.Meta["server_cpus"], len(m.Runs))
+	}
+	cmd := m.Runs[0].Cmd
+	if len(cmd) < 3 || filepath.Base(cmd[0]) != "taskset" || cmd[1] != "-c" || cmd[2] != cpus {
+		t.Errorf("profiled server's argv %q, want it pinned with taskset -c %s", cmd, cpus)
 	}
 }
 

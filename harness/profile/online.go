@@ -14,7 +14,6 @@ import (
 	"github.com/roseinfer/roseinfer/harness/backend"
 	"github.com/roseinfer/roseinfer/harness/run"
 	"github.com/roseinfer/roseinfer/results"
-	"github.com/roseinfer/roseinfer/traces"
 )
 
 // OnlineInput is what bench online's profile stage needs besides its flags.
@@ -26,6 +25,8 @@ type OnlineInput struct {
 	// ResultsPath is the benchmark's online_results.json, if it ran: the
 	// CPU split it chose (meta server_cpus/client_cpus) is reused when
 	// Bench names none, so profiled servers run where measured ones did.
+	// Without it (--profile-only) the stage chooses the split as the
+	// benchmark would (run.ApplyCPUSplit).
 	ResultsPath string
 	// Specs are the run specs to profile; nil builds them from Bench and
 	// ThirdParty as the benchmark does.
@@ -45,10 +46,21 @@ func Online(ctx context.Context, p Options, in OnlineInput) (*Report, error) {
 		return nil, err
 	}
 	o := &in.Bench
+	log := logOrDiscard(in.Log)
 	if in.ResultsPath != "" && o.ServerCPUs == "" && o.ClientCPUs == "" {
 		o.ServerCPUs, o.ClientCPUs = cpusOfRun(in.ResultsPath)
 	}
 	work, err := newOnlineWorkload(o, &p)
+	if err != nil {
+		return nil, err
+	}
+	// The benchmark's CPU split: the one it recorded, or with
+	// --profile-only the one it would choose (the default split unless
+	// lists or "none" are given).
+	prefix, note, err := run.ApplyCPUSplit(o)
+	if note != "" {
+		fmt.Fprintln(log, "[profile] "+note)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -71,13 +83,13 @@ func Online(ctx context.Context, p Options, in OnlineInput) (*Report, error) {
 	if len(skipped) > 0 {
 		meta["skipped"] = skipped
 		for _, s := range skipped {
-			fmt.Fprintf(logOrDiscard(in.Log), "[profile] skipped %s\n", s)
+			fmt.Fprintf(log, "[profile] skipped %s\n", s)
 		}
 	}
 	st := newStage(&p, runDir, in.Log, meta)
 	st.work, st.model, st.requestTimeout = work, o.Model, o.RequestTimeout
 	st.launch = backend.LaunchOptions{Host: o.Host, PortBase: o.PortBase, UsedPorts: map[int]bool{}, RunDir: runDir,
-		ReadyTimeout: o.TimeoutReady, Prefix: serverPrefix(o.ServerCPUs)}
+		ReadyTimeout: o.TimeoutReady, Prefix: prefix}
 	return st.rep, st.run(ctx, tools, specs)
 }
 
@@ -86,15 +98,6 @@ func logOrDiscard(w io.Writer) io.Writer {
 		return io.Discard
 	}
 	return w
-}
-
-// serverPrefix pins launched servers with taskset, as the benchmark does
-// when --server-cpus is given.
-func serverPrefix(cpus string) []string {
-	if cpus == "" || cpus == run.NoPinning {
-		return nil
-	}
-	return []string{"taskset", "-c", cpus}
 }
 
 // runDirFor returns the directory the stage writes into: the benchmark's,
@@ -123,77 +126,26 @@ func runDirFor(benchRunDir, exact, parent, kind string) (string, error) {
 	return dir, nil
 }
 
-// onlineSpecs builds the run specs the benchmark runs for --backends and
-// --variant: roseinfer and its variants, and the third-party backends. A
-// backend that cannot run here is returned as a skip note.
+// onlineSpecs are the benchmark's run specs (run.BuildSpecs). The backends
+// it skips, and a --base-url server (it cannot be restarted fresh), come
+// back as skip notes.
 func onlineSpecs(ctx context.Context, o *run.OnlineOptions) ([]backend.Spec, []string, error) {
 	if o.BaseURL != "" {
 		return nil, []string{o.BaseURL + ": a server given by --base-url cannot be restarted fresh for profiling"}, nil
 	}
-	var specs []backend.Spec
+	specs, skippedBackends, err := run.BuildSpecs(ctx, o)
+	if err != nil {
+		return nil, nil, err
+	}
 	var skipped []string
-	seen := map[string]bool{}
-	for _, name := range o.Backends {
-		name = strings.TrimSpace(name)
-		if name == "" || seen[name] {
-			continue
+	for _, b := range skippedBackends {
+		note := b.Backend + " skipped: " + b.Error
+		if b.FixHint != "" {
+			note += " (fix: " + b.FixHint + ")"
 		}
-		seen[name] = true
-		switch {
-		case name == baseRoseinfer:
-			rs, err := roseinferSpecs(ctx, o)
-			if err != nil {
-				return nil, nil, err
-			}
-			specs = append(specs, rs...)
-		case backend.IsThirdParty(name):
-			tctx := traces.Context{ModelMaxLen: o.ModelMaxLen, OverheadTokens: o.PromptOverheadTokens,
-				MaxInputLen: o.MaxInputLen, MaxOutputLen: o.MaxOutputLen}
-			s, err := backend.ThirdParty(ctx, name, &o.ThirdParty, backend.ThirdPartyRun{Model: o.Model,
-				ContextLen: tctx.ServerMaxLen(), GPU: o.GPU, ServerCPUs: o.ServerCPUs, Root: o.EnvsRoot})
-			var un *backend.Unavailable
-			if errors.As(err, &un) {
-				skipped = append(skipped, un.Error())
-				continue
-			}
-			if err != nil {
-				return nil, nil, err
-			}
-			specs = append(specs, s)
-		default:
-			skipped = append(skipped, name+": not a backend this build can profile")
-		}
+		skipped = append(skipped, note)
 	}
 	return specs, skipped, nil
-}
-
-// roseinferSpecs are roseinfer's run specs: the plain run and one per
-// --variant, as the benchmark builds them.
-func roseinferSpecs(ctx context.Context, o *run.OnlineOptions) ([]backend.Spec, error) {
-	bin := o.RoseinferBin
-	if bin == "" {
-		var err error
-		if bin, err = backend.FindRoseinfer(ctx); err != nil {
-			return nil, err
-		}
-	}
-	env := map[string]string{}
-	if o.GPU != "" {
-		env["CUDA_VISIBLE_DEVICES"] = o.GPU
-	}
-	common := backend.RoseinferOptions{Binary: bin, Device: o.Device, Model: o.Model, Flags: o.ServerArgs, Env: env}
-	specs := []backend.Spec{backend.Roseinfer(common)}
-	for _, v := range o.Variants {
-		label, flags, err := backend.ParseVariant(v)
-		if err != nil {
-			return nil, err
-		}
-		vo := common
-		vo.Label = label
-		vo.Flags = append(append([]string{}, o.ServerArgs...), flags...)
-		specs = append(specs, backend.Roseinfer(vo))
-	}
-	return specs, nil
 }
 
 // onlineMeta is the manifest's meta: the original's keys (E.4), in its

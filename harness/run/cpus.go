@@ -16,6 +16,23 @@ import (
 // default CPU split off.
 const NoPinning = "none"
 
+// ApplyCPUSplit settles where the harness and the servers it launches run:
+// the default split when no list is given (resolveCPUs), this process
+// pinned to the client's CPUs, and the taskset prefix for the servers (nil
+// when they are not pinned). It returns a note for the log, or "". The
+// benchmark and bench online's profile stage both go through it, so
+// profiled servers run where measured ones do.
+func ApplyCPUSplit(o *OnlineOptions) (prefix []string, note string, err error) {
+	if note, err = resolveCPUs(o); err != nil {
+		return nil, "", err
+	}
+	if err := pinClient(o.ClientCPUs); err != nil {
+		return nil, note, err
+	}
+	prefix, err = serverPrefix(o.ServerCPUs)
+	return prefix, note, err
+}
+
 // resolveCPUs applies the original's default split (B.3) when neither list
 // is given and the harness launches the servers: of the CPUs this process
 // may use, the server gets the first half (at least one) and the client the

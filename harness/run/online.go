@@ -56,21 +56,14 @@ func Online(ctx, abort context.Context, o OnlineOptions) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	note, err := resolveCPUs(&o)
-	if err != nil {
-		return nil, err
-	}
+	prefix, note, err := ApplyCPUSplit(&o)
 	if note != "" {
 		fmt.Fprintln(o.Log, note)
 	}
-	if err := pinClient(o.ClientCPUs); err != nil {
-		return nil, err
-	}
-	prefix, err := serverPrefix(o.ServerCPUs)
 	if err != nil {
 		return nil, err
 	}
-	specs, skipped, err := buildSpecs(ctx, &o)
+	specs, skipped, err := BuildSpecs(ctx, &o)
 	if err != nil {
 		return nil, err
 	}
@@ -130,10 +123,13 @@ func Online(ctx, abort context.Context, o OnlineOptions) (*Report, error) {
 	return rep, nil
 }
 
-// buildSpecs turns --backends, --variant and --base-url into run specs.
-// Names no descriptor exists for yet are returned as skipped backends, so
-// the rest still run and the exit code says something was left out.
-func buildSpecs(ctx context.Context, o *OnlineOptions) ([]backend.Spec, []*results.Backend, error) {
+// BuildSpecs turns --backends, --variant and --base-url into run specs, in
+// run order. Names no descriptor exists for yet, and backends that cannot
+// run on this machine, are returned as skipped backends, so the rest still
+// run and the exit code says something was left out. Third-party specs
+// read o.ServerCPUs, so the CPU split must be settled first
+// (ApplyCPUSplit). bench online's profile stage profiles the same specs.
+func BuildSpecs(ctx context.Context, o *OnlineOptions) ([]backend.Spec, []*results.Backend, error) {
 	if o.BaseURL != "" {
 		label := "openai"
 		if len(o.Backends) == 1 && o.Backends[0] != "roseinfer" {

@@ -219,7 +219,7 @@ func TestBuildSpecsVariants(t *testing.T) {
 	o.RoseinferBin = "/bin/roseinfer"
 	o.ServerArgs = []string{"--max-num-seqs", "64"}
 	o.Variants = []string{"nocache=--no-prefix-cache", "b16=--max-num-seqs 16"}
-	specs, skipped, err := buildSpecs(context.Background(), &o)
+	specs, skipped, err := BuildSpecs(context.Background(), &o)
 	if err != nil || len(skipped) != 0 {
 		t.Fatal(err, skipped)
 	}
@@ -237,11 +237,11 @@ func TestBuildSpecsVariants(t *testing.T) {
 		}
 	}
 	o.Variants = []string{"x=--a", "x=--b"}
-	if _, _, err := buildSpecs(context.Background(), &o); err == nil {
+	if _, _, err := BuildSpecs(context.Background(), &o); err == nil {
 		t.Error("a variant label given twice was accepted")
 	}
 	o.Variants, o.Backends = []string{"x=--a"}, []string{"vllm"}
-	if _, _, err := buildSpecs(context.Background(), &o); err == nil {
+	if _, _, err := BuildSpecs(context.Background(), &o); err == nil {
 		t.Error("--variant without roseinfer was accepted")
 	}
 }
