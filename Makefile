@@ -3,7 +3,7 @@ GO       ?= go
 BIN      := bin
 export CGO_ENABLED := 0
 
-.PHONY: all build bench cpu-numbers test vet fmt-check fuzz fuzz-server gpu-build gpu-test gpu-bench gpu-stack-build gpu-stack clean lint-workflows
+.PHONY: all build bench cpu-numbers test vet fmt-check fuzz fuzz-server gpu-build gpu-test gpu-bench gpu-ncu gpu-stack-build gpu-stack clean lint-workflows
 
 all: build
 
@@ -50,6 +50,9 @@ gpu-test:
 
 gpu-bench:
 	bash engine/device/cuda/gpu_check.sh bench
+
+gpu-ncu:
+	bash engine/device/cuda/gpu_check.sh ncu
 
 # The server's request fuzzer beyond its seed corpus (which `make test` runs);
 # FUZZTIME=1000000x repeats the documented 10^6-execution run.
