@@ -165,6 +165,8 @@ func readCalls(t *testing.T, path string) []fakeEvent {
 // fixedWorkload is one warmup request and n requests a few ms apart.
 type fixedWorkload struct{ n int }
 
+func (w fixedWorkload) quirks(q client.Quirks) client.Quirks { return q }
+
 func (w fixedWorkload) body(model string, q client.Quirks) ([]byte, error) {
 	return client.BuildBody(client.Params{Model: model, PromptTokens: []int32{1, 2, 3}, MaxTokens: 2}, q)
 }

@@ -116,6 +116,10 @@ type offlineWorkload struct {
 	p *Options
 }
 
+// quirks leaves the request shape as it is: the offline stage profiles
+// roseinfer's completions only.
+func (w *offlineWorkload) quirks(q client.Quirks) client.Quirks { return q }
+
 func (w *offlineWorkload) body(model string, prompt []int32, maxTokens int, q client.Quirks) ([]byte, error) {
 	return client.BuildBody(client.Params{Model: model, PromptTokens: prompt, MaxTokens: maxTokens,
 		Temperature: w.o.Temperature, TopP: w.o.TopP, TopK: w.o.TopK, IgnoreEOS: w.o.IgnoreEOS}, q)

@@ -275,7 +275,7 @@ func (st *stage) drive(ctx context.Context, c *capture, h *hook, srv *backend.Se
 	if model == "" {
 		model = "gpt2"
 	}
-	q := spec.Quirks
+	q := st.work.quirks(spec.Quirks)
 	warm, err := st.work.warmupBodies(model, q)
 	if err != nil {
 		fail(err.Error())

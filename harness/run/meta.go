@@ -88,7 +88,7 @@ func gpuInfo(ctx context.Context) (name, driver string) {
 
 // onlineMeta is meta of online_results.json: the original's keys where they
 // apply (E.2), then additions.
-func onlineMeta(o *OnlineOptions, w *workload, labels []string) map[string]any {
+func onlineMeta(o *OnlineOptions, w *Workload, labels []string) map[string]any {
 	var maxIn any
 	if o.MaxInputLen > 0 {
 		maxIn = o.MaxInputLen

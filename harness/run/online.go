@@ -44,7 +44,7 @@ func Online(ctx, abort context.Context, o OnlineOptions) (*Report, error) {
 	if abort == nil {
 		abort = context.Background()
 	}
-	w, err := loadWorkload(&o)
+	w, err := LoadWorkload(&o)
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +218,7 @@ func makeRunDir(exact, parent, kind string) (string, error) {
 // backendRun is one backend's part of an online run.
 type backendRun struct {
 	o    *OnlineOptions
-	w    *workload
+	w    *Workload
 	slo  sloConfig
 	spec backend.Spec
 	// endpoint is the route requests go to (--endpoint applied).
@@ -276,9 +276,9 @@ func (br *backendRun) run(ctx, abort context.Context, versions map[string]any) {
 	if model == "" {
 		model = "gpt2"
 	}
-	q := quirks(o, br.spec.Quirks)
+	q := o.Quirks(br.spec.Quirks)
 	br.endpoint = q.Endpoint
-	bodies, err := br.w.bodies(o, model, q)
+	bodies, err := br.w.Bodies(o, model, q)
 	if err != nil {
 		br.fail(rec, err.Error())
 		return
@@ -287,7 +287,7 @@ func (br *backendRun) run(ctx, abort context.Context, versions map[string]any) {
 		CountTokens: countTokens})
 	defer c.Close()
 
-	warm, err := br.w.warmupBodies(o, model, q)
+	warm, err := br.w.WarmupBodies(o, model, q)
 	if err != nil {
 		br.fail(rec, err.Error())
 		return
@@ -315,7 +315,7 @@ func (br *backendRun) run(ctx, abort context.Context, versions map[string]any) {
 func (br *backendRun) runScale(ctx, abort context.Context, c *client.Client, srv *backend.Server,
 	rec *results.Backend, bodies [][]byte, scale float64) bool {
 	o, label := br.o, br.spec.Label
-	items, err := br.w.items(bodies, scale, o.StartOffsetS)
+	items, err := br.w.Items(bodies, scale, o.StartOffsetS)
 	if err != nil {
 		br.fail(rec, err.Error())
 		return false

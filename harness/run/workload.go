@@ -9,9 +9,10 @@ import (
 	"github.com/roseinfer/roseinfer/traces"
 )
 
-// workload is the trace turned into requests: the same rows and prompt
-// token ids for every backend and scale.
-type workload struct {
+// Workload is the trace turned into requests: the same rows and prompt
+// token ids for every backend and scale. bench online's profile stage
+// replays the first rows of the same workload (Head).
+type Workload struct {
 	trace   *traces.Trace
 	context traces.Context
 	rows    []traces.Row // clamped, sorted by time
@@ -19,7 +20,10 @@ type workload struct {
 	warmup  []int32 // the warmup prompt: a prefix of the same base sequence
 }
 
-func loadWorkload(o *OnlineOptions) (*workload, error) {
+// LoadWorkload reads --trace (the first --n rows), clamps the rows to the
+// context and the length limits, and builds every row's prompt and the
+// warmup prompt.
+func LoadWorkload(o *OnlineOptions) (*Workload, error) {
 	format, err := traces.ParseFormat(o.TraceFormat)
 	if err != nil {
 		return nil, err
@@ -62,7 +66,16 @@ func loadWorkload(o *OnlineOptions) (*workload, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &workload{trace: tr, context: ctx, rows: rows, prompts: prompts, warmup: base}, nil
+	return &Workload{trace: tr, context: ctx, rows: rows, prompts: prompts, warmup: base}, nil
+}
+
+// Head is the workload cut to its first n rows (by time; all of them when
+// there are fewer), with the same warmup.
+func (w *Workload) Head(n int) *Workload {
+	h := *w
+	n = min(max(n, 0), len(w.rows))
+	h.rows, h.prompts = w.rows[:n], w.prompts[:n]
+	return &h
 }
 
 // promptText is the text of a token-id prompt, for servers (and the chat
@@ -90,16 +103,17 @@ func countTokens(text string) int {
 	return len(tok.Encode(text))
 }
 
-// quirks is the backend's request shape with --endpoint applied.
-func quirks(o *OnlineOptions, q client.Quirks) client.Quirks {
+// Quirks is a backend's request shape with --endpoint applied.
+func (o *OnlineOptions) Quirks(q client.Quirks) client.Quirks {
 	if o.Endpoint == "chat" {
 		q.Endpoint = client.ChatCompletions
 	}
 	return q
 }
 
-// bodies encodes every row's request for one backend.
-func (w *workload) bodies(o *OnlineOptions, model string, q client.Quirks) ([][]byte, error) {
+// Bodies encodes every row's request for one backend; q is the backend's
+// request shape (o.Quirks applied).
+func (w *Workload) Bodies(o *OnlineOptions, model string, q client.Quirks) ([][]byte, error) {
 	out := make([][]byte, len(w.rows))
 	for i, r := range w.rows {
 		text, err := promptText(w.prompts[i], q)
@@ -124,8 +138,8 @@ func (w *workload) bodies(o *OnlineOptions, model string, q client.Quirks) ([][]
 	return out, nil
 }
 
-// warmupBodies are the --warmup-requests identical warmup requests.
-func (w *workload) warmupBodies(o *OnlineOptions, model string, q client.Quirks) ([][]byte, error) {
+// WarmupBodies are the --warmup-requests identical warmup requests.
+func (w *Workload) WarmupBodies(o *OnlineOptions, model string, q client.Quirks) ([][]byte, error) {
 	if o.WarmupRequests == 0 {
 		return nil, nil
 	}
@@ -153,8 +167,9 @@ func (w *workload) warmupBodies(o *OnlineOptions, model string, q client.Quirks)
 	return out, nil
 }
 
-// items schedules the rows at one scale.
-func (w *workload) items(bodies [][]byte, scale, offsetS float64) ([]replay.Item, error) {
+// Items schedules the rows at one scale (trace times divided by it, plus
+// offsetS), each carrying its body from Bodies.
+func (w *Workload) Items(bodies [][]byte, scale, offsetS float64) ([]replay.Item, error) {
 	at, err := traces.Schedule(w.rows, scale, offsetS)
 	if err != nil {
 		return nil, err
