@@ -133,8 +133,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return results.WriteAtomic(rep.SummaryPath, func(w io.Writer) error { return results.WriteOfflineSummary(w, out) })
 	}
 
-	prompts := RandomPrompts(o.NumPrompts, o.InputLen, vocabSize, o.Seed)
-	warmup := RandomPrompts(o.WarmupPrompts, o.InputLen, vocabSize, o.Seed+1)
+	prompts := RandomPrompts(o.NumPrompts, o.InputLen, VocabSize, o.Seed)
+	warmup := RandomPrompts(o.WarmupPrompts, o.InputLen, VocabSize, o.Seed+1)
 	for _, label := range o.Backends {
 		if ctx.Err() != nil {
 			rep.Interrupted = true
@@ -196,8 +196,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return rep, write()
 }
 
-// vocabSize is GPT-2's: every built-in model keeps the real vocabulary.
-const vocabSize = 50257
+// VocabSize is GPT-2's, the range of the prompt token ids: every built-in
+// model keeps the real vocabulary.
+const VocabSize = 50257
 
 // RandomPrompts returns n prompts of exactly length token ids drawn
 // uniformly from [0, vocab) with a PCG generator seeded by seed: the same

@@ -99,22 +99,10 @@ func (o *Options) runInProcess(ctx context.Context, prompts, warmup [][]int32) (
 // runServer measures roseinfer through its HTTP server: all prompts sent at
 // once as streaming token-id completions.
 func (o *Options) runServer(ctx context.Context, runDir string, prompts, warmup [][]int32) (results.OfflineResult, error) {
-	bin := o.RoseinferBin
-	if bin == "" {
-		var err error
-		if bin, err = backend.FindRoseinfer(ctx); err != nil {
-			return results.OfflineResult{}, err
-		}
+	spec, err := o.ServerSpec(ctx, LabelServer)
+	if err != nil {
+		return results.OfflineResult{}, err
 	}
-	flags := []string{"--max-num-seqs", strconv.Itoa(o.MaxBatchSize)}
-	if o.Device == "sim" && o.SimStep > 0 {
-		flags = append(flags, "--sim-step-us", strconv.FormatInt(o.SimStep.Microseconds(), 10))
-	}
-	if !o.PrefixCache {
-		flags = append(flags, "--no-prefix-cache")
-	}
-	spec := backend.Roseinfer(backend.RoseinferOptions{Binary: bin, Label: LabelServer, Device: o.Device, Model: o.Model,
-		Flags: append(flags, o.ServerArgs...)})
 	srv, err := backend.Launch(ctx, spec, backend.LaunchOptions{Host: o.Host, PortBase: o.PortBase, RunDir: runDir,
 		ReadyTimeout: o.TimeoutReady})
 	if err != nil {
@@ -145,13 +133,41 @@ func (o *Options) runServer(ctx context.Context, runDir string, prompts, warmup 
 	return res, nil
 }
 
+// ServerSpec is `roseinfer serve` with the engine settings of the
+// in-process run (batch size, sim step, prefix cache) and --server-args,
+// labelled label. bench offline's profile stage launches the same server.
+func (o *Options) ServerSpec(ctx context.Context, label string) (backend.Spec, error) {
+	bin := o.RoseinferBin
+	if bin == "" {
+		var err error
+		if bin, err = backend.FindRoseinfer(ctx); err != nil {
+			return backend.Spec{}, err
+		}
+	}
+	flags := []string{"--max-num-seqs", strconv.Itoa(o.MaxBatchSize)}
+	if o.Device == "sim" && o.SimStep > 0 {
+		flags = append(flags, "--sim-step-us", strconv.FormatInt(o.SimStep.Microseconds(), 10))
+	}
+	if !o.PrefixCache {
+		flags = append(flags, "--no-prefix-cache")
+	}
+	return backend.Roseinfer(backend.RoseinferOptions{Binary: bin, Label: label, Device: o.Device, Model: o.Model,
+		Flags: append(flags, o.ServerArgs...)}), nil
+}
+
+// RequestBody is one prompt's streaming completion with the run's sampling
+// settings.
+func (o *Options) RequestBody(model string, prompt []int32, maxTokens int, q client.Quirks) ([]byte, error) {
+	return client.BuildBody(client.Params{Model: model, PromptTokens: prompt, MaxTokens: maxTokens,
+		Temperature: o.Temperature, TopP: o.TopP, TopK: o.TopK, IgnoreEOS: o.IgnoreEOS}, q)
+}
+
 // sendBatch sends every prompt at once and waits for all streams.
 func (o *Options) sendBatch(ctx context.Context, c *client.Client, model string, prompts [][]int32, maxTokens int) (batchTiming, error) {
 	bodies := make([][]byte, len(prompts))
 	for i, p := range prompts {
 		var err error
-		bodies[i], err = client.BuildBody(client.Params{Model: model, PromptTokens: p, MaxTokens: maxTokens,
-			Temperature: o.Temperature, TopP: o.TopP, TopK: o.TopK, IgnoreEOS: o.IgnoreEOS}, client.Roseinfer)
+		bodies[i], err = o.RequestBody(model, p, maxTokens, client.Roseinfer)
 		if err != nil {
 			return batchTiming{}, err
 		}

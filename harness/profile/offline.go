@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strconv"
 
 	"github.com/roseinfer/roseinfer/harness/backend"
 	"github.com/roseinfer/roseinfer/harness/client"
@@ -21,9 +20,6 @@ type OfflineInput struct {
 	RunDir string
 	Log    io.Writer
 }
-
-// offlineVocabSize is GPT-2's, as the offline run's prompts use.
-const offlineVocabSize = 50257
 
 // Offline runs bench offline's profile stage (F.2): per (tool, backend) a
 // fresh `roseinfer serve` with the throughput run's engine settings gets
@@ -80,8 +76,8 @@ func Offline(ctx context.Context, p Options, in OfflineInput) (*Report, error) {
 	return st.rep, st.run(ctx, tools, specs)
 }
 
-// offlineSpecs are the roseinfer servers for the offline labels, with the
-// flags the throughput run's server uses.
+// offlineSpecs are the roseinfer servers for the offline labels, as the
+// throughput run launches its server (offline.Options.ServerSpec).
 func offlineSpecs(ctx context.Context, o *offline.Options) ([]backend.Spec, []string, error) {
 	var specs []backend.Spec
 	var skipped []string
@@ -90,22 +86,11 @@ func offlineSpecs(ctx context.Context, o *offline.Options) ([]backend.Spec, []st
 			skipped = append(skipped, label+": offline profiling covers roseinfer only in this build")
 			continue
 		}
-		bin := o.RoseinferBin
-		if bin == "" {
-			var err error
-			if bin, err = backend.FindRoseinfer(ctx); err != nil {
-				return nil, nil, err
-			}
+		spec, err := o.ServerSpec(ctx, label)
+		if err != nil {
+			return nil, nil, err
 		}
-		flags := []string{"--max-num-seqs", strconv.Itoa(o.MaxBatchSize)}
-		if o.Device == "sim" && o.SimStep > 0 {
-			flags = append(flags, "--sim-step-us", strconv.FormatInt(o.SimStep.Microseconds(), 10))
-		}
-		if !o.PrefixCache {
-			flags = append(flags, "--no-prefix-cache")
-		}
-		specs = append(specs, backend.Roseinfer(backend.RoseinferOptions{Binary: bin, Label: label, Device: o.Device,
-			Model: o.Model, Flags: append(flags, o.ServerArgs...)}))
+		specs = append(specs, spec)
 	}
 	return specs, skipped, nil
 }
@@ -120,18 +105,13 @@ type offlineWorkload struct {
 // roseinfer's completions only.
 func (w *offlineWorkload) quirks(q client.Quirks) client.Quirks { return q }
 
-func (w *offlineWorkload) body(model string, prompt []int32, maxTokens int, q client.Quirks) ([]byte, error) {
-	return client.BuildBody(client.Params{Model: model, PromptTokens: prompt, MaxTokens: maxTokens,
-		Temperature: w.o.Temperature, TopP: w.o.TopP, TopK: w.o.TopK, IgnoreEOS: w.o.IgnoreEOS}, q)
-}
-
 // warmupBodies are the throughput run's warmup prompts (up to 16 tokens
 // each), sent one after another.
 func (w *offlineWorkload) warmupBodies(model string, q client.Quirks) ([][]byte, error) {
-	prompts := offline.RandomPrompts(w.o.WarmupPrompts, w.p.InputLen, offlineVocabSize, w.o.Seed+1)
+	prompts := offline.RandomPrompts(w.o.WarmupPrompts, w.p.InputLen, offline.VocabSize, w.o.Seed+1)
 	out := make([][]byte, len(prompts))
 	for i, pr := range prompts {
-		b, err := w.body(model, pr, min(16, w.p.OfflineOutLen), q)
+		b, err := w.o.RequestBody(model, pr, min(16, w.p.OfflineOutLen), q)
 		if err != nil {
 			return nil, fmt.Errorf("warmup prompt %d: %w", i, err)
 		}
@@ -141,10 +121,10 @@ func (w *offlineWorkload) warmupBodies(model string, q client.Quirks) ([][]byte,
 }
 
 func (w *offlineWorkload) items(model string, q client.Quirks) ([]replay.Item, error) {
-	prompts := offline.RandomPrompts(w.p.NumPrompts, w.p.InputLen, offlineVocabSize, w.o.Seed)
+	prompts := offline.RandomPrompts(w.p.NumPrompts, w.p.InputLen, offline.VocabSize, w.o.Seed)
 	items := make([]replay.Item, len(prompts))
 	for i, pr := range prompts {
-		b, err := w.body(model, pr, w.p.OfflineOutLen, q)
+		b, err := w.o.RequestBody(model, pr, w.p.OfflineOutLen, q)
 		if err != nil {
 			return nil, fmt.Errorf("prompt %d: %w", i, err)
 		}
