@@ -29,10 +29,7 @@ type OfflineInput struct {
 // profiler's endpoints are the server's. Under nsys the pinning prefix, if
 // any, wraps nsys, as the original's offline stage.
 func Offline(ctx context.Context, p Options, in OfflineInput) (*Report, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	tools, err := p.Tools()
+	tools, err := p.validTools()
 	if err != nil || len(tools) == 0 {
 		return nil, err
 	}
@@ -45,10 +42,6 @@ func Offline(ctx context.Context, p Options, in OfflineInput) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	labels := make([]string, len(specs))
-	for i, s := range specs {
-		labels[i] = s.Label
-	}
 	meta := map[string]any{
 		"profile":                  p.Profile,
 		"profile_only":             p.Only,
@@ -57,7 +50,7 @@ func Offline(ctx context.Context, p Options, in OfflineInput) (*Report, error) {
 		"profile_output_len":       p.OfflineOutLen,
 		"server_cpus":              nil,
 		"tools":                    tools,
-		"backends":                 labels,
+		"backends":                 labelsOf(specs),
 		"trtllm_profile_record_gc": p.TRTLLMProfileRecordGC,
 		"versions":                 run.Versions(ctx),
 		// Ours.

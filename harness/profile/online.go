@@ -2,14 +2,10 @@ package profile
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/roseinfer/roseinfer/harness/backend"
 	"github.com/roseinfer/roseinfer/harness/run"
@@ -38,10 +34,7 @@ type OnlineInput struct {
 // before any capture (bad flags, unreadable trace); failed captures are in
 // the report and the manifest.
 func Online(ctx context.Context, p Options, in OnlineInput) (*Report, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	tools, err := p.Tools()
+	tools, err := p.validTools()
 	if err != nil || len(tools) == 0 {
 		return nil, err
 	}
@@ -74,11 +67,7 @@ func Online(ctx context.Context, p Options, in OnlineInput) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	labels := make([]string, len(specs))
-	for i, s := range specs {
-		labels[i] = s.Label
-	}
-	meta := onlineMeta(&p, o, tools, labels)
+	meta := onlineMeta(&p, o, tools, labelsOf(specs))
 	meta["versions"] = run.Versions(ctx)
 	if len(skipped) > 0 {
 		meta["skipped"] = skipped
@@ -101,29 +90,12 @@ func logOrDiscard(w io.Writer) io.Writer {
 }
 
 // runDirFor returns the directory the stage writes into: the benchmark's,
-// or a new <kind>_<YYYYmmdd_HHMMSS> one.
+// or a new <kind>_<YYYYmmdd_HHMMSS> one as the benchmark makes it.
 func runDirFor(benchRunDir, exact, parent, kind string) (string, error) {
-	dir := benchRunDir
-	if dir == "" {
-		dir = exact
+	if benchRunDir != "" {
+		exact = benchRunDir
 	}
-	if dir == "" {
-		base := filepath.Join(parent, kind+"_"+time.Now().Format("20060102_150405"))
-		dir = base
-		for i := 2; ; i++ {
-			if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-				break
-			}
-			if i > 100 {
-				return "", fmt.Errorf("run dir %s: too many runs in one second", base)
-			}
-			dir = fmt.Sprintf("%s_%d", base, i)
-		}
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("run dir: %w", err)
-	}
-	return dir, nil
+	return run.MakeRunDir(exact, parent, kind)
 }
 
 // onlineSpecs are the benchmark's run specs (run.BuildSpecs). The backends

@@ -130,6 +130,15 @@ func (o *Options) Tools() ([]string, error) {
 	return nil, fmt.Errorf("--profile %q: want none, torch, nsys, pprof, both or all", o.Profile)
 }
 
+// validTools checks the flags and lists the tools in run order (none when
+// the stage is off).
+func (o *Options) validTools() ([]string, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	return o.Tools()
+}
+
 // Validate checks the flags; --profile-only without a tool is an error, as
 // in the original.
 func (o *Options) Validate() error {

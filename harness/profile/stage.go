@@ -63,6 +63,15 @@ func newStage(o *Options, runDir string, log io.Writer, meta map[string]any) *st
 	return st
 }
 
+// labelsOf lists the specs' labels, in run order.
+func labelsOf(specs []backend.Spec) []string {
+	labels := make([]string, len(specs))
+	for i, s := range specs {
+		labels[i] = s.Label
+	}
+	return labels
+}
+
 // BaseBackend is the backend a run label belongs to: "roseinfer+nocache"
 // is roseinfer.
 func BaseBackend(label string) string {

@@ -52,7 +52,7 @@ func Online(ctx, abort context.Context, o OnlineOptions) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	runDir, err := makeRunDir(o.RunDir, o.OutputDir, "online")
+	runDir, err := MakeRunDir(o.RunDir, o.OutputDir, "online")
 	if err != nil {
 		return nil, err
 	}
@@ -192,9 +192,10 @@ func BuildSpecs(ctx context.Context, o *OnlineOptions) ([]backend.Spec, []*resul
 	return specs, skipped, nil
 }
 
-// makeRunDir creates <parent>/<kind>_<YYYYmmdd_HHMMSS> (local time, as the
-// original), adding a suffix if two runs start in the same second.
-func makeRunDir(exact, parent, kind string) (string, error) {
+// MakeRunDir creates <parent>/<kind>_<YYYYmmdd_HHMMSS> (local time, as the
+// original), adding a suffix if two runs start in the same second; exact,
+// when given, is the directory itself (created if missing).
+func MakeRunDir(exact, parent, kind string) (string, error) {
 	if exact != "" {
 		return exact, os.MkdirAll(exact, 0o755)
 	}
