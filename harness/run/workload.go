@@ -111,25 +111,31 @@ func (o *OnlineOptions) Quirks(q client.Quirks) client.Quirks {
 	return q
 }
 
+// body encodes one request with the run's sampling settings; text
+// prompts are decoded from the ids where the request shape needs them.
+func (o *OnlineOptions) body(model string, prompt []int32, maxTokens int, q client.Quirks) ([]byte, error) {
+	text, err := promptText(prompt, q)
+	if err != nil {
+		return nil, err
+	}
+	return client.BuildBody(client.Params{
+		Model:        model,
+		PromptTokens: prompt,
+		PromptText:   text,
+		MaxTokens:    maxTokens,
+		Temperature:  o.Temperature,
+		TopP:         o.TopP,
+		TopK:         o.TopK,
+		IgnoreEOS:    o.IgnoreEOS,
+	}, q)
+}
+
 // Bodies encodes every row's request for one backend; q is the backend's
 // request shape (o.Quirks applied).
 func (w *Workload) Bodies(o *OnlineOptions, model string, q client.Quirks) ([][]byte, error) {
 	out := make([][]byte, len(w.rows))
 	for i, r := range w.rows {
-		text, err := promptText(w.prompts[i], q)
-		if err != nil {
-			return nil, err
-		}
-		b, err := client.BuildBody(client.Params{
-			Model:        model,
-			PromptTokens: w.prompts[i],
-			PromptText:   text,
-			MaxTokens:    r.OutputLen,
-			Temperature:  o.Temperature,
-			TopP:         o.TopP,
-			TopK:         o.TopK,
-			IgnoreEOS:    o.IgnoreEOS,
-		}, q)
+		b, err := o.body(model, w.prompts[i], r.OutputLen, q)
 		if err != nil {
 			return nil, fmt.Errorf("trace row %d: %w", r.Index, err)
 		}
@@ -143,20 +149,7 @@ func (w *Workload) WarmupBodies(o *OnlineOptions, model string, q client.Quirks)
 	if o.WarmupRequests == 0 {
 		return nil, nil
 	}
-	text, err := promptText(w.warmup, q)
-	if err != nil {
-		return nil, err
-	}
-	b, err := client.BuildBody(client.Params{
-		Model:        model,
-		PromptTokens: w.warmup,
-		PromptText:   text,
-		MaxTokens:    max(1, o.WarmupOutputLen),
-		Temperature:  o.Temperature,
-		TopP:         o.TopP,
-		TopK:         o.TopK,
-		IgnoreEOS:    o.IgnoreEOS,
-	}, q)
+	b, err := o.body(model, w.warmup, max(1, o.WarmupOutputLen), q)
 	if err != nil {
 		return nil, fmt.Errorf("warmup request: %w", err)
 	}
