@@ -50,6 +50,20 @@ type Server struct {
 	stopped  chan struct{}
 }
 
+// RequestModel is the model id requests to the server carry, given --model:
+// a server whose spec says so (roseinfer serves whatever --model pointed it
+// at under its own id) gets the id it lists, as does one when --model is
+// empty; otherwise --model; "gpt2" when neither is known.
+func (s *Server) RequestModel(model string) string {
+	if s.ModelID != "" && (model == "" || s.Spec.ModelFromServer) {
+		model = s.ModelID
+	}
+	if model == "" {
+		model = "gpt2"
+	}
+	return model
+}
+
 // Launch starts spec's server (or, for one not launched, just probes it)
 // and waits until it is ready. On any failure the process group is stopped
 // before returning, and the error includes the end of the server's log.

@@ -277,13 +277,7 @@ func portOf(baseURL string) int {
 // profiler calls.
 func (st *stage) drive(ctx context.Context, c *capture, h *hook, srv *backend.Server, spec backend.Spec,
 	run *results.ProfileRun, fail func(string)) {
-	model := st.model
-	if srv.ModelID != "" && (model == "" || spec.ModelFromServer) {
-		model = srv.ModelID
-	}
-	if model == "" {
-		model = "gpt2"
-	}
+	model := srv.RequestModel(st.model)
 	q := st.work.quirks(spec.Quirks)
 	warm, err := st.work.warmupBodies(model, q)
 	if err != nil {

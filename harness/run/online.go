@@ -268,15 +268,7 @@ func (br *backendRun) run(ctx, abort context.Context, versions map[string]any) {
 	}
 	fmt.Fprintf(o.Log, "[%s] ready at %s after %.1f s\n", label, srv.BaseURL, srv.ReadyAt.Seconds())
 
-	// roseinfer serves whatever --model pointed it at under its own id; a
-	// server someone else runs gets --model, or its first listed id.
-	model := o.Model
-	if srv.ModelID != "" && (model == "" || br.spec.ModelFromServer) {
-		model = srv.ModelID
-	}
-	if model == "" {
-		model = "gpt2"
-	}
+	model := srv.RequestModel(o.Model)
 	q := o.Quirks(br.spec.Quirks)
 	br.endpoint = q.Endpoint
 	bodies, err := br.w.Bodies(o, model, q)
