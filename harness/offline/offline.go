@@ -122,9 +122,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	out.Meta[results.MetaVersions] = versions
 	backendWall := map[string]float64{}
 	out.Meta["backend_wall_s"] = backendWall
-	out.Meta["run_start_time"] = start.Format(timeFormat)
+	out.Meta["run_start_time"] = start.Format(run.TimeFormat)
 	write := func() error {
-		out.Meta["run_end_time"] = time.Now().Format(timeFormat)
+		out.Meta["run_end_time"] = time.Now().Format(run.TimeFormat)
 		out.Meta["wall_s"] = time.Since(start).Seconds()
 		out.Meta["interrupted"] = rep.Interrupted
 		if err := results.WriteJSON(rep.ResultsPath, out); err != nil {
@@ -247,8 +247,6 @@ func (o *Options) modelName() string {
 func (o *Options) sampleParams() sample.Params {
 	return sample.Params{Temperature: float32(o.Temperature), TopK: o.TopK, TopP: float32(o.TopP)}
 }
-
-const timeFormat = "2006-01-02T15:04:05-07:00"
 
 // meta is offline_results.json's meta: the original's keys where they apply
 // (E.3), then additions.

@@ -11,9 +11,9 @@ import (
 	"github.com/roseinfer/roseinfer/harness/backend"
 )
 
-// timeFormat is the original's run_start_time format: local ISO-8601 with
-// offset, seconds precision.
-const timeFormat = "2006-01-02T15:04:05-07:00"
+// TimeFormat is the original's format of every *_time in meta (run, backend
+// and profile start and end): local ISO-8601 with offset, seconds precision.
+const TimeFormat = "2006-01-02T15:04:05-07:00"
 
 // Versions returns meta.versions: the Go toolchain, the source revision,
 // and the GPU's name and driver when nvidia-smi answers. Each backend's

@@ -81,7 +81,7 @@ func Online(ctx, abort context.Context, o OnlineOptions) (*Report, error) {
 	versions := Versions(ctx)
 	out.Meta[results.MetaVersions] = versions
 	runStart := time.Now()
-	out.Meta["run_start_time"] = runStart.Format(timeFormat)
+	out.Meta["run_start_time"] = runStart.Format(TimeFormat)
 	for _, b := range skipped {
 		out.ByBackend[b.Backend] = b
 		rep.Failures = append(rep.Failures, b.Backend+": "+b.Error)
@@ -91,7 +91,7 @@ func Online(ctx, abort context.Context, o OnlineOptions) (*Report, error) {
 		}
 	}
 	write := func() error {
-		out.Meta["run_end_time"] = time.Now().Format(timeFormat)
+		out.Meta["run_end_time"] = time.Now().Format(TimeFormat)
 		out.Meta["wall_s"] = time.Since(runStart).Seconds()
 		out.Meta["interrupted"] = rep.Interrupted
 		if err := results.WriteJSON(rep.ResultsPath, out); err != nil {
@@ -240,10 +240,10 @@ func (br *backendRun) run(ctx, abort context.Context, versions map[string]any) {
 	o, label := br.o, br.spec.Label
 	start := time.Now()
 	rec := &results.Backend{Backend: label, Env: br.spec.Env,
-		Timing: results.BackendTiming{BackendStartTime: start.Format(timeFormat), ScaleWallS: map[string]float64{}}}
+		Timing: results.BackendTiming{BackendStartTime: start.Format(TimeFormat), ScaleWallS: map[string]float64{}}}
 	br.out.ByBackend[label] = rec
 	defer func() {
-		rec.Timing.BackendEndTime = time.Now().Format(timeFormat)
+		rec.Timing.BackendEndTime = time.Now().Format(TimeFormat)
 		rec.Timing.BackendWallS = time.Since(start).Seconds()
 		br.write()
 	}()
