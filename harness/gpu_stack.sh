@@ -43,17 +43,13 @@ profile_rc=$?
 
 off=$(ls -d "$runs"/offline_* 2>/dev/null | head -n 1)
 on=$(ls -d "$runs"/online_* 2>/dev/null | head -n 1)
-prof=$(ls -d "$runs"/profile/online_* 2>/dev/null | head -n 1)
-[ -n "$off" ] && cp "$off/offline_results.json" "$off/offline_summary.md" "$out/" 2>/dev/null
-[ -n "$on" ] && cp "$on/online_results.json" "$on/online_summary.md" "$out/" 2>/dev/null
-if [ -n "$prof" ]; then
-	cp "$prof/profile_manifest.json" "$out/" 2>/dev/null
-	trace=$(find "$prof" -name trace.json | head -n 1)
-	[ -n "$trace" ] && gzip -c "$trace" >"$out/trace.json.gz"
-fi
+# Everything (results, summaries, server logs, profiles) in one archive: the
+# device tool returns at most 8 files.
+cp "$out"/*.log "$runs/" 2>/dev/null
+tar -czf "$out/gpu_stack_runs.tar.gz" -C "$(dirname "$runs")" "$(basename "$runs")"
 
 echo
 echo "== gpu_stack: exit codes offline=$offline_rc online=$online_rc profile=$profile_rc"
-[ -n "$off" ] && tail -n +1 "$off/offline_summary.md" | grep '^|'
+[ -n "$off" ] && grep '^|' "$off/offline_summary.md"
 [ -n "$on" ] && grep '^|' "$on/online_summary.md"
 exit $(( offline_rc | online_rc | profile_rc ))
