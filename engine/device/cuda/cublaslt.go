@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"time"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -54,12 +55,20 @@ type blasLt struct {
 	scratch      devPtr
 	scratchBytes int
 	noTune       bool
+
+	// Plans built so far, how many of them timed candidates, and the host
+	// time spent building them (heuristic, trials and the trials' wait):
+	// the device's stats show what the serving path paid after prewarm.
+	plansBuilt, plansTuned int
+	planTime               time.Duration
 }
 
 // maxTuneAlgos is how many of the heuristic's candidates are timed per shape.
-// Only GEMMs of at most maxTuneRows rows are tuned: decode shapes repeat every
-// step, while prefill steps bring a new row count each time and tuning those
-// would cost more than it saves.
+// Only GEMMs of at most maxTuneRows rows are tuned (larger ones are compute
+// bound, where the heuristic's first choice is good). Row counts are rounded
+// up to a fixed set of buckets (gemmRows) and every bucket is planned and
+// tuned when the device starts (prewarm), never on the serving path: a trial
+// synchronises the stream and loads each candidate's kernel module.
 const (
 	maxTuneAlgos = 16
 	maxTuneRows  = 512
@@ -148,6 +157,8 @@ func (b *blasLt) plan(key gemmKey, bias devPtr, stream uintptr, out, inp, w devP
 	if p, ok := b.plans[key]; ok {
 		return p, nil
 	}
+	start := time.Now()
+	defer func() { b.planTime += time.Since(start) }()
 	p := &gemmPlan{}
 	if err := b.status("cublasLtMatmulDescCreate", b.call(b.descCreate, uintptr(unsafe.Pointer(&p.desc)), computeType32F, dataR32F)); err != nil {
 		return nil, err
@@ -212,6 +223,7 @@ func (b *blasLt) plan(key gemmKey, bias devPtr, stream uintptr, out, inp, w devP
 			}
 		}
 		if dst != 0 {
+			b.plansTuned++
 			best := -1.0
 			for i := 0; i < int(count); i++ {
 				algo := uintptr(res) + uintptr(i*heuristicResultBytes)
@@ -223,6 +235,7 @@ func (b *blasLt) plan(key gemmKey, bias devPtr, stream uintptr, out, inp, w devP
 		}
 	}
 	b.plans[key] = p
+	b.plansBuilt++
 	return p, nil
 }
 
@@ -293,7 +306,10 @@ func (b *blasLt) gemm(stream uintptr, out devPtr, outType, ldd int, inp, w, bias
 	}
 	r, _, _ := purego.SyscallN(b.matmul, b.handle, p.desc, b.one, uintptr(w), p.a, uintptr(inp), p.b, beta,
 		uintptr(out), p.d, uintptr(out), p.d, p.algo, uintptr(b.ws), gemmWorkspaceBytes, stream)
-	return b.status(fmt.Sprintf("cublasLtMatmul(n=%d k=%d oc=%d)", n, k, oc), r)
+	if int32(r) != 0 { // formatted only on failure: a step makes ~50 of these calls
+		return b.status(fmt.Sprintf("cublasLtMatmul(n=%d k=%d oc=%d)", n, k, oc), r)
+	}
+	return nil
 }
 
 func (b *blasLt) close() {

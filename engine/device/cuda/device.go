@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"time"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -66,6 +67,11 @@ type Options struct {
 	// kernel then starts only when the previous one has finished): the A/B
 	// switch for the kernels' early weight fetch (common.cuh).
 	NoPDL bool
+	// NoPrewarm skips planning and tuning every GEMM bucket, capturing every
+	// decode graph and running a mixed step when the device starts
+	// (prewarm.go); those costs then fall on the first steps that need them.
+	// ROSEINFER_CUDA_PREWARM=0 does the same: the A/B switch.
+	NoPrewarm bool
 }
 
 // DefaultOptions are used for every zero field of Options.
@@ -115,6 +121,8 @@ type Device struct {
 	spansOn  bool             // phase.SpanReporter: time each step's GPU work
 	lastSpan phase.DeviceSpan // of the step Collect returned last
 	spanOK   bool             // lastSpan is valid
+
+	stats *deviceStats // ROSEINFER_CUDA_STATS; nil when off
 }
 
 // staging is one step's pinned host memory: inputs going up, samples coming
@@ -128,8 +136,13 @@ type staging struct {
 	inPtr  unsafe.Pointer
 	outPtr unsafe.Pointer
 
-	spanStart, spanEnd uintptr // timing events around the step's GPU work, while spans are on
+	spanStart, spanEnd uintptr // timing events around the step's GPU work, while spans or stats are on
 	timed              bool    // this step recorded them
+
+	kind       stepKind      // for the stats (on)
+	submitAt   time.Time     // when Submit began (stats on)
+	submitHost time.Duration // how long Submit took (stats on)
+	gap        time.Duration // from the last Collect's return to this Submit (stats on)
 }
 
 // New uploads w (as fp16) to the GPU, allocates the KV cache (kv.NumBlocks
@@ -153,10 +166,22 @@ func New(w *model.Weights, kv device.KVConfig, opts Options) (*Device, error) {
 		return nil, err
 	}
 	g.pdl = !opts.NoPDL
-	d := &Device{g: g, cfg: w.Config, kv: kv, opts: opts, prevRow: map[uint64]int{}, graphs: map[int]*decodeGraph{}}
+	d := &Device{g: g, cfg: w.Config, kv: kv, opts: opts, prevRow: map[uint64]int{}, graphs: map[int]*decodeGraph{}, stats: newDeviceStats()}
 	if err := d.init(w); err != nil {
 		d.closeLocked()
 		return nil, err
+	}
+	if d.stats != nil {
+		if err := d.createSpanEvents(); err != nil {
+			d.closeLocked()
+			return nil, err
+		}
+	}
+	if d.prewarmEnabled() {
+		if err := d.prewarm(); err != nil {
+			d.closeLocked()
+			return nil, err
+		}
 	}
 	return d, nil
 }
@@ -320,6 +345,11 @@ func (d *Device) Submit(b *device.Batch) error {
 	}
 	NVTXPush("cuda submit")
 	defer NVTXPop()
+	var start time.Time
+	var plans0, tuned0 int
+	if d.stats != nil {
+		start, plans0, tuned0 = time.Now(), d.g.blas.plansBuilt, d.g.blas.plansTuned
+	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	g := d.g
@@ -338,7 +368,10 @@ func (d *Device) Submit(b *device.Batch) error {
 	if err := g.drv.htodAsync(d.act.inputs, st.inPtr, 4*p.lay.total, g.stream); err != nil {
 		return err
 	}
-	st.timed = d.spansOn && st.spanStart != 0
+	st.timed = (d.spansOn || d.stats != nil) && st.spanStart != 0
+	if d.stats != nil {
+		st.kind = d.stepKindOf(p)
+	}
 	if st.timed {
 		if err := g.drv.eventRecord(st.spanStart, g.stream); err != nil {
 			return err
@@ -375,6 +408,7 @@ func (d *Device) Submit(b *device.Batch) error {
 	}
 	d.pending = append(d.pending, d.next)
 	d.next = (d.next + 1) % len(d.stage)
+	d.stats.submitted(st, start, st.kind, g.blas.plansBuilt-plans0, g.blas.plansTuned-tuned0)
 	return nil
 }
 
@@ -393,15 +427,19 @@ func (d *Device) Collect(out []device.Sampled) ([]device.Sampled, error) {
 	}
 	st := &d.stage[d.pending[0]]
 	d.pending = d.pending[1:]
+	waitStart := time.Now()
 	if err := d.g.drv.eventSync(st.event); err != nil {
 		return out, fmt.Errorf("cuda: step failed on the GPU: %w", err)
 	}
+	wait := time.Since(waitStart)
 	if err := d.collectProfile(); err != nil {
 		return out, err
 	}
-	if err := d.collectSpan(st); err != nil {
+	gpuTime, err := d.collectSpan(st)
+	if err != nil {
 		return out, err
 	}
+	d.stats.collected(st, wait, gpuTime)
 	out = out[:0]
 	for _, row := range st.plan.rowOfSeq {
 		s := device.Sampled{Token: -1}
@@ -433,6 +471,9 @@ func (d *Device) closeLocked() {
 	}
 	_ = g.bind()
 	_ = g.sync()
+	if g.blas != nil {
+		d.stats.report(g.blas)
+	}
 	d.dropGraphs()
 	for _, p := range []devPtr{d.act.residual, d.act.ln, d.act.qkv, d.act.attn, d.act.fc, d.act.delta, d.act.lnf, d.act.attnPart, d.act.attnCount, d.act.skWork, d.act.skCount,
 		d.act.logits, d.act.outTok, d.act.outLP, d.act.inputs, d.kvBase, d.w.base} {

@@ -194,7 +194,7 @@ func (d *Device) forward(p *stepPlan) error {
 		if err := d.mark("layernorm_f"); err != nil {
 			return err
 		}
-		if err := g.blas.gemm(g.stream, a.logits, dataR32F, d.vocabPadded, a.lnf, d.w.wte, 0, M, C, d.vocabPadded, epilogueDefault, false); err != nil {
+		if err := g.blas.gemm(g.stream, a.logits, dataR32F, d.vocabPadded, a.lnf, d.w.wte, 0, gemmRows(M, d.opts.MaxSeqs), C, d.vocabPadded, epilogueDefault, false); err != nil {
 			return err
 		}
 		if err := d.mark("gemm_lmhead"); err != nil {
@@ -218,7 +218,8 @@ func (d *Device) layernorm(out, inp, rows, w, b devPtr, R int, eps float32) erro
 		argPtr(out), argPtr(inp), argPtr(rows), argPtr(w), argPtr(b), argInt(R), argInt(d.cfg.Channels), argF32(eps))
 }
 
-// residualGemm adds inp @ w^T + bias into the fp32 residual stream. The add
+// residualGemm adds inp @ w^T + bias into the fp32 residual stream (cuBLASLt
+// runs over gemmRows(N) rows; the padding rows are never read). The add
 // is fused into the GEMM (beta = 1, fp32 output) unless cuBLASLt offers no
 // algorithm for that type mix, in which case it writes fp16 and a small
 // kernel adds it.
@@ -227,8 +228,9 @@ func (d *Device) residualGemm(inp, w, bias32, bias16 devPtr, N, K int) error {
 	if d.useSkinny(N) {
 		return d.skinny(d.act.residual, C, inp, K, w, 0, bias32, N, K, C, gemvResidual)
 	}
+	rows := gemmRows(N, d.opts.MaxStepTokens) // a bucket prewarm planned
 	if !d.noFusedResidual {
-		err := g.blas.gemm(g.stream, d.act.residual, dataR32F, C, inp, w, bias32, N, K, C, epilogueBias, true)
+		err := g.blas.gemm(g.stream, d.act.residual, dataR32F, C, inp, w, bias32, rows, K, C, epilogueBias, true)
 		if err == nil {
 			return nil
 		}
@@ -238,14 +240,14 @@ func (d *Device) residualGemm(inp, w, bias32, bias16 devPtr, N, K int) error {
 		d.noFusedResidual = true // no fp16-in/fp32-out algorithm: fall back for good
 	}
 	d.residualTried = true
-	if err := g.blas.gemm(g.stream, d.act.delta, dataR16F, C, inp, w, bias16, N, K, C, epilogueBias, false); err != nil {
+	if err := g.blas.gemm(g.stream, d.act.delta, dataR16F, C, inp, w, bias16, rows, K, C, epilogueBias, false); err != nil {
 		return err
 	}
 	return g.launch(d.kResidualAdd, ceilDiv(N*C, 256), 1, 1, 256, 0, argPtr(d.act.residual), argPtr(d.act.delta), argInt(N*C))
 }
 
 // projection writes out(N, oc) fp16 = inp(N, K) @ w^T + bias16 [then GELU]
-// through gemm_skinny.cu or cuBLASLt.
+// through gemm_skinny.cu or cuBLASLt (over gemmRows(N) rows, see prewarm.go).
 func (d *Device) projection(out devPtr, ldo int, inp, w, bias16 devPtr, N, K, oc int, gelu bool) error {
 	if d.useSkinny(N) {
 		mode := gemvOut16Bias
@@ -258,7 +260,7 @@ func (d *Device) projection(out devPtr, ldo int, inp, w, bias16 devPtr, N, K, oc
 	if gelu {
 		epi = epilogueGeluBias
 	}
-	return d.g.blas.gemm(d.g.stream, out, dataR16F, ldo, inp, w, bias16, N, K, oc, epi, false)
+	return d.g.blas.gemm(d.g.stream, out, dataR16F, ldo, inp, w, bias16, gemmRows(N, d.opts.MaxStepTokens), K, oc, epi, false)
 }
 
 // decodeSplits is how many key slices each (sequence, head) of a decode step

@@ -1,0 +1,191 @@
+package cuda
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"time"
+)
+
+// deviceStats counts where a serving run's time goes, for finding what the
+// product path pays that the device's own benchmark does not:
+// ROSEINFER_CUDA_STATS=1 prints a summary to stderr when the device closes,
+// =2 also one line per step as it is collected (times in seconds since the
+// process started, like GODEBUG=gctrace=1's). Off (nil), nothing is
+// measured. GPU times come from a pair of timing events around each step.
+type deviceStats struct {
+	perStep     bool
+	w           io.Writer
+	lastCollect time.Time // when the previous Collect returned
+
+	prewarm            time.Duration
+	prewarmPlans       int
+	prewarmGraphs      int
+	plans0, tuned0     int           // cuBLASLt counters when prewarm ended:
+	planTime0          time.Duration // what came after was built on the serving path
+	steps              [numStepKinds]int
+	gpu                [numStepKinds]time.Duration
+	submit, submitMax  time.Duration
+	wait, waitMax      time.Duration
+	firstStep, lastEnd time.Time
+	slow               []slowStep // the slowest Submits, slowest first
+	n                  int
+}
+
+// slowStep is one step's Submit, kept when it was among the slowest.
+type slowStep struct {
+	host                 time.Duration
+	at                   time.Time
+	kind                 stepKind
+	nTok, nSeq, nSample  int
+	plans, tuned, seqNum int
+}
+
+type stepKind int
+
+const (
+	stepGraph        stepKind = iota // a captured decode graph replayed
+	stepGraphCapture                 // a decode graph captured, then launched
+	stepGraphFirst                   // a graph size's first step, run eagerly
+	stepDecodeEager                  // decode, no graph (graphs off, or too large)
+	stepPrefill
+	stepMixed
+	numStepKinds
+)
+
+var stepKindNames = [numStepKinds]string{"graph", "graph-capture", "graph-first-eager", "decode-eager", "prefill", "mixed"}
+
+const maxSlowSteps = 8
+
+// newDeviceStats reads ROSEINFER_CUDA_STATS; nil when off.
+func newDeviceStats() *deviceStats {
+	v := os.Getenv("ROSEINFER_CUDA_STATS")
+	if v == "" || v == "0" {
+		return nil
+	}
+	return &deviceStats{perStep: v == "2", w: os.Stderr}
+}
+
+// processStart is (within the package initialisation) when the process
+// started: step times are printed relative to it, as GODEBUG=gctrace=1
+// prints GC cycles, so slow steps can be matched to collections.
+var processStart = time.Now()
+
+// sinceStart is t in seconds since processStart.
+func sinceStart(t time.Time) float64 { return t.Sub(processStart).Seconds() }
+
+// stepKindOf classifies the step about to be submitted.
+func (d *Device) stepKindOf(p *stepPlan) stepKind {
+	switch {
+	case p.graphBatch > 0:
+		gr := d.graphs[p.graphBatch]
+		switch {
+		case gr == nil:
+			return stepGraphFirst
+		case gr.exec == 0:
+			return stepGraphCapture
+		}
+		return stepGraph
+	case p.nPrefill > 0 && p.nDecode > 0:
+		return stepMixed
+	case p.nPrefill > 0:
+		return stepPrefill
+	}
+	return stepDecodeEager
+}
+
+func (s *deviceStats) prewarmed(took time.Duration, plans, graphs int, b *blasLt) {
+	if s == nil {
+		return
+	}
+	s.prewarm, s.prewarmPlans, s.prewarmGraphs = took, plans, graphs
+	s.plans0, s.tuned0, s.planTime0 = b.plansBuilt, b.plansTuned, b.planTime
+	fmt.Fprintf(s.w, "cuda stats: prewarm %.3f s: %d cuBLASLt plans (%d tuned, %.3f s), %d decode graphs\n",
+		took.Seconds(), plans, b.plansTuned, b.planTime.Seconds(), graphs)
+}
+
+// submitted records one Submit's host time; plans/tuned are the cuBLASLt
+// plans it built. It notes in st when the Submit began, how long it took and
+// the gap since the last Collect returned: the engine's own host work (and
+// any stall) before it.
+func (s *deviceStats) submitted(st *staging, start time.Time, kind stepKind, plans, tuned int) {
+	if s == nil {
+		return
+	}
+	host := time.Since(start)
+	p := &st.plan
+	st.submitAt, st.submitHost, st.gap = start, host, 0
+	if !s.lastCollect.IsZero() && start.After(s.lastCollect) {
+		st.gap = start.Sub(s.lastCollect)
+	}
+	s.n++
+	if s.firstStep.IsZero() {
+		s.firstStep = start
+	}
+	s.steps[kind]++
+	s.submit += host
+	s.submitMax = max(s.submitMax, host)
+	slow := slowStep{host: host, at: start, kind: kind, nTok: p.lay.nTok, nSeq: p.lay.nSeq, nSample: p.lay.nSample, plans: plans, tuned: tuned, seqNum: s.n}
+	i, _ := slices.BinarySearchFunc(s.slow, host, func(x slowStep, h time.Duration) int {
+		switch {
+		case x.host > h:
+			return -1
+		case x.host < h:
+			return 1
+		}
+		return 0
+	})
+	if i < maxSlowSteps {
+		s.slow = slices.Insert(s.slow, i, slow)
+		if len(s.slow) > maxSlowSteps {
+			s.slow = s.slow[:maxSlowSteps]
+		}
+	}
+}
+
+// collected records one Collect: the wait for the step's samples and its
+// GPU time (0 when it was not timed).
+func (s *deviceStats) collected(st *staging, wait, gpu time.Duration) {
+	if s == nil {
+		return
+	}
+	s.wait += wait
+	s.waitMax = max(s.waitMax, wait)
+	s.gpu[st.kind] += gpu
+	s.lastEnd = time.Now()
+	if s.perStep {
+		p := &st.plan
+		fmt.Fprintf(s.w, "cuda step @%.6fs kind=%s tok=%d seqs=%d samples=%d gap=%.0fus submit=%.0fus wait=%.0fus gpu=%.0fus\n",
+			sinceStart(st.submitAt), stepKindNames[st.kind], p.lay.nTok, p.lay.nSeq, p.lay.nSample,
+			us(st.gap), us(st.submitHost), us(wait), us(gpu))
+	}
+	s.lastCollect = s.lastEnd
+}
+
+func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
+
+// report prints the summary (at Close).
+func (s *deviceStats) report(b *blasLt) {
+	if s == nil {
+		return
+	}
+	w := s.w
+	fmt.Fprintf(w, "cuda stats: prewarm %.3f s (%d plans, %d graphs); serving path built %d cuBLASLt plans (%d tuned) in %.1f ms\n",
+		s.prewarm.Seconds(), s.prewarmPlans, s.prewarmGraphs, b.plansBuilt-s.plans0, b.plansTuned-s.tuned0, 1000*(b.planTime-s.planTime0).Seconds())
+	if s.n == 0 {
+		return
+	}
+	fmt.Fprintf(w, "cuda stats: %d steps over %.3f s (first Submit to last Collect); Submit host %.1f ms (max %.0f us), Collect wait %.1f ms (max %.0f us)\n",
+		s.n, s.lastEnd.Sub(s.firstStep).Seconds(), 1000*s.submit.Seconds(), us(s.submitMax), 1000*s.wait.Seconds(), us(s.waitMax))
+	for k := range numStepKinds {
+		if s.steps[k] > 0 {
+			fmt.Fprintf(w, "cuda stats:   %-18s %6d steps, GPU %8.1f ms (%.0f us/step)\n", stepKindNames[k], s.steps[k],
+				1000*s.gpu[k].Seconds(), us(s.gpu[k])/float64(s.steps[k]))
+		}
+	}
+	for _, x := range s.slow {
+		fmt.Fprintf(w, "cuda stats:   slow Submit #%d @%.3fs: %.0f us, %s, tok=%d seqs=%d samples=%d, plans built %d (tuned %d)\n",
+			x.seqNum, sinceStart(x.at), us(x.host), stepKindNames[x.kind], x.nTok, x.nSeq, x.nSample, x.plans, x.tuned)
+	}
+}
