@@ -16,14 +16,31 @@ import (
 // engine/launch, with `roseinfer serve`'s defaults (chunked prefill, CUDA
 // graphs, overlap scheduling) on any of its devices, except the KV pool:
 // it holds every concurrently running sequence, so the batch never
-// preempts. Model loading happens here, outside the timed region.
+// preempts; and on cuda, the step token budget (cudaOfflineBatchedTokens).
+// Model loading happens here, outside the timed region.
 func (o *Options) startEngine() (*launch.Running, error) {
 	lo := launch.Defaults()
 	lo.Device, lo.ModelDir, lo.SimStep = o.Device, o.Model, o.SimStep
 	lo.MaxNumSeqs, lo.PrefixCache = o.MaxBatchSize, o.PrefixCache
 	lo.KVCacheTokens = kvTokensWithoutPreemption(min(o.NumPrompts, o.MaxBatchSize), o.InputLen+o.OutputLen, lo.BlockSizeTokens)
-	return launch.Start(lo, nil)
+	r, err := launch.Resolve(lo, nil)
+	if err != nil {
+		return nil, err
+	}
+	if r.Device == "cuda" {
+		r.Options.MaxNumBatchedTokens = cudaOfflineBatchedTokens
+	}
+	return r.Start(nil)
 }
+
+// cudaOfflineBatchedTokens is the in-process run's step token budget on
+// cuda: vLLM's offline (LLM class) default on H100-class GPUs, 16384 (its
+// API server takes 8192; roseinfer serve 2048, sized for online latency).
+// 128 prompts of 256 tokens then prefill in two steps instead of sixteen
+// 2048-token steps, each also carrying the decodes already running
+// (measured in engine/device/cuda/NOTES.md). The cpu and sim devices keep
+// serve's budget.
+const cudaOfflineBatchedTokens = 16384
 
 // kvTokensWithoutPreemption is a KV pool in which maxConcurrent sequences of
 // seqTokens tokens fit at once, with one block each to spare for rounding.

@@ -66,7 +66,8 @@ func (o *Options) runInProcess(ctx context.Context, prompts, warmup [][]int32) (
 	extra := map[string]any{"prefix_cache": o.PrefixCache, "max_num_seqs": o.MaxBatchSize,
 		"model_layers": cfg.NumLayers, "model_channels": cfg.Channels, "kv_blocks": running.KV.NumBlocks,
 		"overlap_schedule": running.Options.OverlapSchedule, "load_s": running.LoadTime.Seconds(),
-		"prefill_split": "prefill_s = until the last prompt's first token; decode_s = the rest"}
+		"max_num_batched_tokens": running.Options.MaxNumBatchedTokens,
+		"prefill_split":          "prefill_s = until the last prompt's first token; decode_s = the rest"}
 	// A failed batch keeps what is known: the device used (auto resolved) and extra.
 	partial := results.OfflineResult{Device: running.Device, Extra: extra}
 	params := o.sampleParams()
