@@ -37,9 +37,9 @@ func (o *Options) startEngine() (*launch.Running, error) {
 // cuda: vLLM's offline (LLM class) default on H100-class GPUs, 16384 (its
 // API server takes 8192; roseinfer serve 2048, sized for online latency).
 // 128 prompts of 256 tokens then prefill in two steps instead of sixteen
-// 2048-token steps, each also carrying the decodes already running
-// (measured in engine/device/cuda/NOTES.md). The cpu and sim devices keep
-// serve's budget.
+// 2048-token steps, each also carrying the decodes already running: on the
+// H100 through the server, 69,880 -> 79,751 output tok/s
+// (engine/device/cuda/NOTES.md). The cpu and sim devices keep serve's budget.
 const cudaOfflineBatchedTokens = 16384
 
 // kvTokensWithoutPreemption is a KV pool in which maxConcurrent sequences of
