@@ -276,6 +276,10 @@ func (e *Engine) loop() {
 func (e *Engine) intake() bool {
 	e.mu.Lock()
 	e.incoming, e.takenIncoming = e.takenIncoming, e.incoming
+	// The taken requests leave incoming now but reach the published
+	// NumWaiting only at the next publish: count them as waiting meanwhile,
+	// so Submit's --max-pending check (waiting + incoming) has no gap.
+	e.stats.NumWaiting += len(e.takenIncoming)
 	e.aborts, e.takenAborts = e.takenAborts, e.aborts
 	isClosed := e.isClosed
 	e.mu.Unlock()
@@ -307,6 +311,10 @@ func (e *Engine) intake() bool {
 func (e *Engine) step() {
 	e.obs.stepBegin(e.numSteps + 1)
 	plan := e.sched.Schedule()
+	// Admission just moved requests from waiting to running: publish now, not
+	// after the step, so Submit's --max-pending check counts only the truly
+	// waiting (intake counted the new ones as waiting until this point).
+	e.publishStats()
 	e.obs.planned(len(plan))
 	defer e.obs.stepEnd()
 	if len(plan) == 0 && e.flights.n == 0 {
