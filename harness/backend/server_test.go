@@ -40,7 +40,9 @@ func fakeServer(mode string, args []string) {
 		fmt.Println("fatal: cannot load model")
 		os.Exit(3)
 	case "never-ready":
-		select {}
+		// Block without a deadlock: a bare select{} with no other goroutine
+		// makes the runtime abort the process ("all goroutines are asleep").
+		time.Sleep(time.Hour)
 	case "ignore-term":
 		signal.Ignore(syscall.SIGTERM)
 	case "spawn-child":
