@@ -114,13 +114,20 @@ type Device struct {
 	pending   []int      // stages submitted and not yet collected, oldest first
 	prevRow   map[uint64]int
 	graphs    map[int]*decodeGraph
+	retired   []decodeGraph // replaced graphs (spans.go), freed by dropGraphs
 	closed    bool
 	prof      *opProfile
 	capturing bool // a decode graph is being captured on the stream
 
-	spansOn  bool             // phase.SpanReporter: time each step's GPU work
-	lastSpan phase.DeviceSpan // of the step Collect returned last
-	spanOK   bool             // lastSpan is valid
+	spansOn   bool                // phase.SpanReporter: time each step's GPU work
+	lastSpans [3]phase.DeviceSpan // of the step Collect returned last (spans.go)
+	nSpans    int                 // how many of lastSpans are valid
+	// The sampler's event (spans.go): forward records sampleEvent right
+	// before the sampler kernel (0: none) and sets sampleRecorded; graphs
+	// captured once graphSample is set carry a node for it, which records
+	// sampleSpare when the step is not timed.
+	sampleEvent, sampleSpare    uintptr
+	sampleRecorded, graphSample bool
 
 	stats *deviceStats // ROSEINFER_CUDA_STATS; nil when off
 }
@@ -138,6 +145,8 @@ type staging struct {
 
 	spanStart, spanEnd uintptr // timing events around the step's GPU work, while spans or stats are on
 	timed              bool    // this step recorded them
+	spanSample         uintptr // timing event right before the sampler kernel, while spans are on
+	sampleTimed        bool    // this step recorded it
 
 	kind       stepKind      // for the stats (on)
 	submitAt   time.Time     // when Submit began (stats on)
@@ -377,12 +386,18 @@ func (d *Device) Submit(b *device.Batch) error {
 			return err
 		}
 	}
+	d.sampleEvent, d.sampleRecorded = 0, false
+	if st.timed && d.spansOn {
+		d.sampleEvent = st.spanSample
+	}
 	var err error
 	if graphSize > 0 {
 		err = d.runGraph(p)
 	} else {
 		err = d.forward(p)
 	}
+	st.sampleTimed = d.sampleRecorded
+	d.sampleEvent = 0
 	if err != nil {
 		return err
 	}
@@ -483,12 +498,16 @@ func (d *Device) closeLocked() {
 	for i := range d.stage {
 		g.drv.hostFree(d.stage[i].inPtr)
 		g.drv.hostFree(d.stage[i].outPtr)
-		for _, e := range []uintptr{d.stage[i].event, d.stage[i].spanStart, d.stage[i].spanEnd} {
+		for _, e := range []uintptr{d.stage[i].event, d.stage[i].spanStart, d.stage[i].spanEnd, d.stage[i].spanSample} {
 			if e != 0 {
 				purego.SyscallN(g.drv.cuEventDestroy, e)
 			}
 		}
 		d.stage[i] = staging{}
+	}
+	if d.sampleSpare != 0 {
+		purego.SyscallN(g.drv.cuEventDestroy, d.sampleSpare)
+		d.sampleSpare = 0
 	}
 	g.close()
 	d.g = nil

@@ -33,6 +33,8 @@ type driver struct {
 	cuGraphDestroy, cuGraphExecDestroy                                                uintptr
 	cuProfilerStart, cuProfilerStop                                                   uintptr // optional: 0 when absent
 	cuLaunchKernelEx                                                                  uintptr // optional (CUDA 12+): programmatic dependent launch
+	// optional: the sampler's span inside decode graphs (spans.go)
+	cuGraphGetNodes, cuGraphNodeGetType, cuGraphEventRecordNodeGetEvent, cuGraphExecEventRecordNodeSetEvent uintptr
 }
 
 const (
@@ -114,6 +116,10 @@ func loadDriver() (*driver, error) {
 	d.cuProfilerStart, _ = lib.sym("cuProfilerStart")
 	d.cuProfilerStop, _ = lib.sym("cuProfilerStop")
 	d.cuLaunchKernelEx, _ = lib.sym("cuLaunchKernelEx")
+	d.cuGraphGetNodes, _ = lib.sym("cuGraphGetNodes")
+	d.cuGraphNodeGetType, _ = lib.sym("cuGraphNodeGetType")
+	d.cuGraphEventRecordNodeGetEvent, _ = lib.sym("cuGraphEventRecordNodeGetEvent")
+	d.cuGraphExecEventRecordNodeSetEvent, _ = lib.sym("cuGraphExecEventRecordNodeSetEvent")
 	return d, nil
 }
 

@@ -201,6 +201,9 @@ func (d *Device) forward(p *stepPlan) error {
 			return err
 		}
 	}
+	if err := d.recordSampleStart(); err != nil { // spans on: the "sample" span begins
+		return err
+	}
 	if err := g.launch(d.kSample, M, 1, 1, 1024, 0,
 		argPtr(a.outTok), argPtr(a.outLP), argPtr(a.logits), argInt(d.vocabPadded), argInt(d.cfg.VocabSize),
 		argPtr(d.in(lay.temp)), argPtr(d.in(lay.topK)), argPtr(d.in(lay.topP)), argPtr(d.in(lay.seedLo)), argPtr(d.in(lay.seedHi)),

@@ -16,6 +16,9 @@ import (
 type decodeGraph struct {
 	graph, exec uintptr
 	marks       []string // profile marks captured as event nodes (see opProfile)
+	sampleNode  uintptr  // the event-record node before the sampler (spans.go); 0 = none
+	nodeEvent   uintptr  // the event sampleNode records at the next launch
+	withSample  bool     // captured while graphSample (the node is 0 if none was found)
 }
 
 // graphSizeFor is the smallest captured size >= n, or 0 (run eagerly).
@@ -39,6 +42,13 @@ func (d *Device) runGraph(p *stepPlan) error {
 		return d.forward(p)
 	}
 	drv, s := d.g.drv, d.g.stream
+	if gr.exec != 0 && !gr.withSample && d.sampleEvent != 0 && d.graphSample {
+		// Captured before spans were on: capture it again with the
+		// sampler's node (plans exist: the graph's first step ran eagerly).
+		// The old one may still run for the step in flight: freed at Close.
+		d.retired = append(d.retired, *gr)
+		*gr = decodeGraph{}
+	}
 	if gr.exec == 0 {
 		if err := drv.call("cuStreamBeginCapture_v2", drv.cuStreamBeginCapture, s, captureModeThreadLoc); err != nil {
 			return err
@@ -64,6 +74,16 @@ func (d *Device) runGraph(p *stepPlan) error {
 			return err
 		}
 		gr.graph, gr.exec = graph, exec
+		if d.graphSample {
+			node, err := d.findSampleNode(graph)
+			if err != nil {
+				return err
+			}
+			gr.sampleNode, gr.nodeEvent, gr.withSample = node, d.sampleSpare, true
+		}
+	}
+	if err := d.pointSampleNode(gr); err != nil {
+		return err
 	}
 	r, _, _ := purego.SyscallN(drv.cuGraphLaunch, gr.exec, s)
 	if p := d.prof; p != nil && len(gr.marks) > 0 && len(gr.marks) <= len(p.events) {
@@ -75,12 +95,22 @@ func (d *Device) runGraph(p *stepPlan) error {
 
 func (d *Device) dropGraphs() {
 	for k, gr := range d.graphs {
-		if gr.exec != 0 {
-			purego.SyscallN(d.g.drv.cuGraphExecDestroy, gr.exec)
-		}
-		if gr.graph != 0 {
-			purego.SyscallN(d.g.drv.cuGraphDestroy, gr.graph)
-		}
+		d.destroyGraph(gr)
 		delete(d.graphs, k)
 	}
+	for i := range d.retired {
+		d.destroyGraph(&d.retired[i])
+	}
+	d.retired = nil
+}
+
+// destroyGraph frees gr's graph and executable.
+func (d *Device) destroyGraph(gr *decodeGraph) {
+	if gr.exec != 0 {
+		purego.SyscallN(d.g.drv.cuGraphExecDestroy, gr.exec)
+	}
+	if gr.graph != 0 {
+		purego.SyscallN(d.g.drv.cuGraphDestroy, gr.graph)
+	}
+	*gr = decodeGraph{}
 }

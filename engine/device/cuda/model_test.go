@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/roseinfer/roseinfer/engine/device"
@@ -326,8 +327,10 @@ func greedyGPU(t *testing.T, d *Device, prompts [][]int32, G int, overlap bool) 
 	return outTok
 }
 
-// TestDeviceSpans: with spans on, each collected step reports one GPU span
-// named after its kind; off, none.
+// TestDeviceSpans: with spans on, each collected step reports a GPU span
+// named after its kind and, when it sampled, "forward" and "sample" spans
+// nested in it (through decode graphs too: captured before spans were on,
+// replayed, and two in flight); off, none.
 func TestDeviceSpans(t *testing.T) {
 	w, err := model.InitRandom(smallConfig, 31)
 	if err != nil {
@@ -338,29 +341,84 @@ func TestDeviceSpans(t *testing.T) {
 	seq := func(id uint64, tokens []int32, start int) device.Seq {
 		return device.Seq{SeqID: id, Tokens: tokens, StartPos: start, BlockTable: []int32{int32(id)}, Sample: true, Params: greedy, BannedToken: -1}
 	}
+	chunk := seq(4, []int32{1, 2, 3}, 0)
+	chunk.Sample = false // a prefill chunk that does not sample: no sampler kernel
 	var out []device.Sampled
 	var spans []phase.DeviceSpan
+	var decodeTok []int32 // tokens of the repeated decode step, spans on and off
 	for i, tc := range []struct {
-		on   bool
-		seqs []device.Seq
-		want string
+		on     bool
+		seqs   []device.Seq
+		want   string
+		sample bool
 	}{
-		{false, []device.Seq{seq(1, []int32{1, 2, 3, 4, 5}, 0)}, ""},
-		{true, []device.Seq{seq(1, []int32{7}, 5)}, "decode"},
-		{true, []device.Seq{seq(2, []int32{1, 2, 3}, 0)}, "prefill"},
-		{true, []device.Seq{seq(1, []int32{8}, 6), seq(3, []int32{4, 5}, 0)}, "mixed"},
-		{false, []device.Seq{seq(1, []int32{9}, 7)}, ""},
+		{false, []device.Seq{seq(1, []int32{1, 2, 3, 4, 5}, 0)}, "", false},
+		{true, []device.Seq{seq(1, []int32{7}, 5)}, "decode", true}, // prewarmed graph, captured again
+		{true, []device.Seq{seq(1, []int32{7}, 5)}, "decode", true}, // replayed
+		{true, []device.Seq{seq(2, []int32{1, 2, 3}, 0)}, "prefill", true},
+		{true, []device.Seq{chunk}, "prefill", false},
+		{true, []device.Seq{seq(1, []int32{8}, 6), seq(3, []int32{4, 5}, 0)}, "mixed", true},
+		{false, []device.Seq{seq(1, []int32{7}, 5)}, "", false},
+		{true, []device.Seq{seq(1, []int32{7}, 5)}, "decode", true},
 	} {
 		d.EnableSpans(tc.on)
 		if out, err = d.Forward(&device.Batch{Seqs: tc.seqs}, out); err != nil {
 			t.Fatal(err)
 		}
-		spans = d.AppendSpans(spans[:0])
-		switch {
-		case tc.want == "" && len(spans) != 0:
-			t.Errorf("step %d: spans off, got %+v", i, spans)
-		case tc.want != "" && (len(spans) != 1 || spans[0].Name != tc.want || spans[0].Dur <= 0 || !spans[0].OnGPU):
-			t.Errorf("step %d: want one %s GPU span, got %+v", i, tc.want, spans)
+		if tc.seqs[0].StartPos == 5 {
+			decodeTok = append(decodeTok, out[0].Token)
 		}
+		spans = d.AppendSpans(spans[:0])
+		checkStepSpans(t, fmt.Sprint("step ", i), spans, tc.want, tc.sample)
+	}
+	for _, tok := range decodeTok {
+		if tok != decodeTok[0] {
+			t.Errorf("the same decode step sampled %v with spans on and off", decodeTok)
+		}
+	}
+	// Two graph steps in flight: each reports its own stage's events.
+	d.EnableSpans(true)
+	for _, b := range []device.Seq{seq(1, []int32{9}, 7), seq(2, []int32{4}, 3)} {
+		if err := d.Submit(&device.Batch{Seqs: []device.Seq{b}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 2 {
+		if out, err = d.Collect(out); err != nil {
+			t.Fatal(err)
+		}
+		spans = d.AppendSpans(spans[:0])
+		checkStepSpans(t, fmt.Sprint("overlapped step ", i), spans, "decode", true)
+	}
+}
+
+// checkStepSpans: spans are one GPU span named want (none if want is ""),
+// then, if sampled, "forward" from the step's start and "sample" right after
+// it, both of positive duration and ending within the step.
+func checkStepSpans(t *testing.T, what string, spans []phase.DeviceSpan, want string, sampled bool) {
+	t.Helper()
+	n := 1
+	if sampled {
+		n = 3
+	}
+	switch {
+	case want == "":
+		if len(spans) != 0 {
+			t.Errorf("%s: spans off, got %+v", what, spans)
+		}
+		return
+	case len(spans) != n || spans[0].Name != want || spans[0].Start != 0 || spans[0].Dur <= 0 || !spans[0].OnGPU:
+		t.Errorf("%s: want a %s GPU span (sampled %v), got %+v", what, want, sampled, spans)
+		return
+	case !sampled:
+		return
+	}
+	step, fwd, smp := spans[0], spans[1], spans[2]
+	const slack = 2 * time.Microsecond // three separate event-pair readings, ~0.5 µs resolution each
+	if fwd.Name != "forward" || !fwd.OnGPU || fwd.Start != 0 || fwd.Dur <= 0 {
+		t.Errorf("%s: forward span %+v", what, fwd)
+	}
+	if smp.Name != "sample" || !smp.OnGPU || smp.Start != fwd.Dur || smp.Dur <= 0 || smp.Start+smp.Dur > step.Dur+slack {
+		t.Errorf("%s: sample span %+v not inside its step %+v after forward %+v", what, smp, step, fwd)
 	}
 }
