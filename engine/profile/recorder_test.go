@@ -3,6 +3,7 @@ package profile
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"testing"
 	"time"
 
@@ -292,6 +293,61 @@ func TestRecorderOverlap(t *testing.T) {
 		f := fwd[g.Batch.Step]
 		if g.Start < f.Start || (g.Name == "decode" && g.Start != f.Start+10*time.Microsecond) {
 			t.Errorf("gpu span %s of step %d at %v; its forward began at %v", g.Name, g.Batch.Step, g.Start, f.Start)
+		}
+	}
+}
+
+// stepSpanDevice reports what the CUDA device does for a sampled step: the
+// step's GPU span, then "forward" and "sample" spans nested in it.
+type stepSpanDevice struct{ isOn bool }
+
+func (d *stepSpanDevice) EnableSpans(on bool) { d.isOn = on }
+
+func (d *stepSpanDevice) AppendSpans(dst []phase.DeviceSpan) []phase.DeviceSpan {
+	return append(dst,
+		phase.DeviceSpan{Name: "decode", Dur: 60 * time.Microsecond, OnGPU: true},
+		phase.DeviceSpan{Name: "forward", Dur: 52 * time.Microsecond, OnGPU: true},
+		phase.DeviceSpan{Name: "sample", Start: 52 * time.Microsecond, Dur: 8 * time.Microsecond, OnGPU: true})
+}
+
+// TestRecorderNestedDeviceSpans: a step's forward and sample spans reach the
+// Chrome trace on the GPU track, inside their step's span.
+func TestRecorderNestedDeviceSpans(t *testing.T) {
+	r := NewRecorder(0)
+	r.ObserveDevice(&stepSpanDevice{})
+	r.Start(Window{})
+	runSteps(r, 1, 2, phase.Batch{NumSeqs: 1, NumDecodeSeqs: 1})
+	var buf bytes.Buffer
+	if err := WriteChromeTrace(&buf, r.Stop(), nil); err != nil {
+		t.Fatal(err)
+	}
+	var tr chromeTrace
+	if err := json.Unmarshal(buf.Bytes(), &tr); err != nil {
+		t.Fatal(err)
+	}
+	type interval struct{ ts, end float64 }
+	byStep := map[float64]map[string]interval{}
+	for _, ev := range tr.TraceEvents {
+		if ev.Ph != "X" || ev.Tid != traceTIDBase+int(TrackDeviceGPU) {
+			continue
+		}
+		step := ev.Args["step"].(float64)
+		if byStep[step] == nil {
+			byStep[step] = map[string]interval{}
+		}
+		byStep[step][ev.Name] = interval{ev.Ts, ev.Ts + ev.Dur}
+	}
+	if len(byStep) != 2 {
+		t.Fatalf("GPU spans of %d steps, want 2: %v", len(byStep), byStep)
+	}
+	for step, spans := range byStep {
+		dec, fwd, smp := spans["decode"], spans["forward"], spans["sample"]
+		near := func(a, b float64) bool { return math.Abs(a-b) < 1e-3 } // µs printed from ns
+		if len(spans) != 3 || !near(smp.end-smp.ts, 8) || !near(fwd.end-fwd.ts, 52) {
+			t.Errorf("step %v: GPU spans %v", step, spans)
+		}
+		if !near(fwd.ts, dec.ts) || !near(smp.ts, fwd.end) || smp.ts < dec.ts || smp.end > dec.end+1e-3 {
+			t.Errorf("step %v: forward %v and sample %v not nested in the step %v", step, fwd, smp, dec)
 		}
 	}
 }
