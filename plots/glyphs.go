@@ -70,11 +70,18 @@ func markerPath(shape string, pt vg.Point, r vg.Length) vg.Path {
 // polygonPath is a regular n-gon of circumradius r whose first vertex is at
 // angle startDeg, squeezed horizontally by xScale.
 func polygonPath(pt vg.Point, r vg.Length, n int, startDeg, xScale float64) vg.Path {
+	return closedPath(n, func(i int) vg.Point {
+		a := (startDeg + 360*float64(i)/float64(n)) * math.Pi / 180
+		return vg.Point{X: pt.X + r*vg.Length(xScale*math.Cos(a)), Y: pt.Y + r*vg.Length(math.Sin(a))}
+	})
+}
+
+// closedPath joins the n points vertex(0)..vertex(n-1) in order and closes
+// the outline back to the first: every non-circle marker is such a polygon.
+func closedPath(n int, vertex func(i int) vg.Point) vg.Path {
 	var p vg.Path
 	for i := 0; i < n; i++ {
-		a := (startDeg + 360*float64(i)/float64(n)) * math.Pi / 180
-		v := vg.Point{X: pt.X + r*vg.Length(xScale*math.Cos(a)), Y: pt.Y + r*vg.Length(math.Sin(a))}
-		if i == 0 {
+		if v := vertex(i); i == 0 {
 			p.Move(v)
 		} else {
 			p.Line(v)
@@ -91,37 +98,21 @@ func plusPath(pt vg.Point, r vg.Length) vg.Path {
 		{-a, r}, {a, r}, {a, a}, {r, a}, {r, -a}, {a, -a},
 		{a, -r}, {-a, -r}, {-a, -a}, {-r, -a}, {-r, a}, {-a, a},
 	}
-	var p vg.Path
-	for i, d := range pts {
-		v := vg.Point{X: pt.X + d[0], Y: pt.Y + d[1]}
-		if i == 0 {
-			p.Move(v)
-		} else {
-			p.Line(v)
-		}
-	}
-	p.Close()
-	return p
+	return closedPath(len(pts), func(i int) vg.Point {
+		return vg.Point{X: pt.X + pts[i][0], Y: pt.Y + pts[i][1]}
+	})
 }
 
 // starPath is a five-pointed star.
 func starPath(pt vg.Point, r vg.Length) vg.Path {
-	var p vg.Path
-	for i := 0; i < 10; i++ {
+	return closedPath(10, func(i int) vg.Point {
 		rad := r
 		if i%2 == 1 {
 			rad = r * 0.4
 		}
 		a := (90 + 36*float64(i)) * math.Pi / 180
-		v := vg.Point{X: pt.X + rad*vg.Length(math.Cos(a)), Y: pt.Y + rad*vg.Length(math.Sin(a))}
-		if i == 0 {
-			p.Move(v)
-		} else {
-			p.Line(v)
-		}
-	}
-	p.Close()
-	return p
+		return vg.Point{X: pt.X + rad*vg.Length(math.Cos(a)), Y: pt.Y + rad*vg.Length(math.Sin(a))}
+	})
 }
 
 // crossGlyph is the invalid-scale mark: a bold X.
