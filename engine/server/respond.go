@@ -8,14 +8,16 @@ import (
 // Non-streaming response bodies. encoding/json is fine here: one marshal per
 // request, not per token.
 
-type completionResponse struct {
-	ID           string             `json:"id"`
-	Object       string             `json:"object"`
-	Created      int64              `json:"created"`
-	Model        string             `json:"model"`
-	Choices      []completionChoice `json:"choices"`
-	Usage        usage              `json:"usage"`
-	ServerTiming *serverTiming      `json:"server_timing,omitempty"`
+// response is the body both endpoints answer with; only the choice differs
+// (text for /v1/completions, a message for /v1/chat/completions).
+type response[C completionChoice | chatChoice] struct {
+	ID           string        `json:"id"`
+	Object       string        `json:"object"`
+	Created      int64         `json:"created"`
+	Model        string        `json:"model"`
+	Choices      []C           `json:"choices"`
+	Usage        usage         `json:"usage"`
+	ServerTiming *serverTiming `json:"server_timing,omitempty"`
 }
 
 type completionChoice struct {
@@ -32,16 +34,6 @@ type logprobsJSON struct {
 	TokenLogprobs []*float32 `json:"token_logprobs"` // null for -Inf
 	TopLogprobs   []any      `json:"top_logprobs"`   // always null: alternatives are not computed
 	TextOffset    []int      `json:"text_offset"`
-}
-
-type chatResponse struct {
-	ID           string        `json:"id"`
-	Object       string        `json:"object"`
-	Created      int64         `json:"created"`
-	Model        string        `json:"model"`
-	Choices      []chatChoice  `json:"choices"`
-	Usage        usage         `json:"usage"`
-	ServerTiming *serverTiming `json:"server_timing,omitempty"`
 }
 
 type chatChoice struct {
@@ -68,8 +60,7 @@ func (x *exchange) respond() (clientGone bool) {
 		}
 	}
 	if x.chat {
-		resp := chatResponse{ID: x.id, Object: "chat.completion", Created: x.created, Model: x.s.cfg.ModelName,
-			Usage: x.usage(), ServerTiming: x.timing()}
+		resp := newResponse[chatChoice](x, "chat.completion")
 		for _, c := range x.choices {
 			var ch chatChoice
 			ch.Index, ch.FinishReason, ch.TokenIDs = c.index, c.finishReason(), c.tokenIDs
@@ -79,14 +70,20 @@ func (x *exchange) respond() (clientGone bool) {
 		writeJSON(x.w, http.StatusOK, resp)
 		return false
 	}
-	resp := completionResponse{ID: x.id, Object: "text_completion", Created: x.created, Model: x.s.cfg.ModelName,
-		Usage: x.usage(), ServerTiming: x.timing()}
+	resp := newResponse[completionChoice](x, "text_completion")
 	for _, c := range x.choices {
 		resp.Choices = append(resp.Choices, completionChoice{Index: c.index, Text: string(c.pending),
 			Logprobs: c.logprobsJSON(), FinishReason: c.finishReason(), TokenIDs: c.tokenIDs})
 	}
 	writeJSON(x.w, http.StatusOK, resp)
 	return false
+}
+
+// newResponse fills the envelope both endpoints share; the caller adds the
+// choices.
+func newResponse[C completionChoice | chatChoice](x *exchange, object string) response[C] {
+	return response[C]{ID: x.id, Object: object, Created: x.created, Model: x.s.cfg.ModelName,
+		Usage: x.usage(), ServerTiming: x.timing()}
 }
 
 func (c *choice) logprobsJSON() *logprobsJSON {
