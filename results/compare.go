@@ -203,14 +203,8 @@ func (c *Comparison) compareOnline(base, cur *Online, rules []CompareRule) int {
 		scale := scaleOf(b, cu)
 		for _, m := range metrics {
 			ref, _ := onlineMetric(m)
-			var bv, cv *float64
-			var bci, cci *[2]float64
-			if b != nil {
-				bv, bci = finitePtr(ref.online(b)), spreadCI(b.Spread, ref.spreadKey, m)
-			}
-			if cu != nil {
-				cv, cci = finitePtr(ref.online(cu)), spreadCI(cu.Spread, ref.spreadKey, m)
-			}
+			bv, bci := sideFigures(b, ref.online, (*Summary).spreads, ref.spreadKey, m)
+			cv, cci := sideFigures(cu, ref.online, (*Summary).spreads, ref.spreadKey, m)
 			c.addRows(CompareRow{Kind: "online", Backend: k.label, Scale: &scale, Metric: m,
 				Baseline: bv, Current: cv, BaselineCI: bci, CurrentCI: cci, Note: note}, b != nil, cu != nil, rulesFor(m, rules, onlineMetric))
 		}
@@ -245,20 +239,27 @@ func (c *Comparison) compareOffline(base, cur *Offline, rules []CompareRule) int
 		}
 		for _, m := range metrics {
 			ref, _ := offlineMetric(m)
-			var bv, cv *float64
-			var bci, cci *[2]float64
-			if b != nil {
-				bv, bci = finitePtr(ref.offline(b)), spreadCI(b.Spread, ref.spreadKey, m)
-			}
-			if cu != nil {
-				cv, cci = finitePtr(ref.offline(cu)), spreadCI(cu.Spread, ref.spreadKey, m)
-			}
+			bv, bci := sideFigures(b, ref.offline, (*OfflineResult).spreads, ref.spreadKey, m)
+			cv, cci := sideFigures(cu, ref.offline, (*OfflineResult).spreads, ref.spreadKey, m)
 			c.addRows(CompareRow{Kind: "offline", Backend: label, Metric: m, Baseline: bv, Current: cv,
 				BaselineCI: bci, CurrentCI: cci, Note: note}, b != nil, cu != nil, rulesFor(m, rules, offlineMetric))
 		}
 	}
 	return matched
 }
+
+// sideFigures reads one metric from one side's entry (a summary or an offline
+// result): its finite value and its CI across rounds, or nils when that side
+// has no such entry.
+func sideFigures[T any](entry *T, value func(*T) *float64, spreads func(*T) map[string]Spread, spreadKey, metric string) (*float64, *[2]float64) {
+	if entry == nil {
+		return nil, nil
+	}
+	return finitePtr(value(entry)), spreadCI(spreads(entry), spreadKey, metric)
+}
+
+func (s *Summary) spreads() map[string]Spread       { return s.Spread }
+func (r *OfflineResult) spreads() map[string]Spread { return r.Spread }
 
 // addRows evaluates row against each rule naming its metric (one row per
 // rule), or adds it once for information.
