@@ -187,7 +187,7 @@ func rulesFor(canonical string, rules []CompareRule, resolve func(string) (metri
 
 func (c *Comparison) compareOnline(base, cur *Online, rules []CompareRule) int {
 	baseSums, curSums := indexSummaries(base), indexSummaries(cur)
-	keys := unionKeys(baseSums, curSums)
+	keys := unionKeys(baseSums, curSums, byLabelThenScale)
 	metrics := metricsFor(defaultOnlineMetrics, rules, onlineMetric)
 	matched := 0
 	for _, k := range keys {
@@ -214,16 +214,7 @@ func (c *Comparison) compareOnline(base, cur *Online, rules []CompareRule) int {
 
 func (c *Comparison) compareOffline(base, cur *Offline, rules []CompareRule) int {
 	baseRes, curRes := indexOffline(base), indexOffline(cur)
-	var labels []string
-	for l := range baseRes {
-		labels = append(labels, l)
-	}
-	for l := range curRes {
-		if _, ok := baseRes[l]; !ok {
-			labels = append(labels, l)
-		}
-	}
-	slices.Sort(labels)
+	labels := unionKeys(baseRes, curRes, strings.Compare)
 	metrics := metricsFor(defaultOfflineMetrics, rules, offlineMetric)
 	matched := 0
 	for _, label := range labels {
@@ -355,10 +346,12 @@ func indexSummaries(on *Online) map[scaleKey]*Summary {
 	return out
 }
 
-func unionKeys(a, b map[scaleKey]*Summary) []scaleKey {
-	seen := map[scaleKey]bool{}
-	var keys []scaleKey
-	for _, m := range []map[scaleKey]*Summary{a, b} {
+// unionKeys lists the keys found on either side once each, in order, so a
+// backend (or backend x scale) present on one side only still gets its rows.
+func unionKeys[K comparable, V any](a, b map[K]V, order func(x, y K) int) []K {
+	seen := map[K]bool{}
+	var keys []K
+	for _, m := range []map[K]V{a, b} {
 		for k := range m {
 			if !seen[k] {
 				seen[k] = true
@@ -366,12 +359,15 @@ func unionKeys(a, b map[scaleKey]*Summary) []scaleKey {
 			}
 		}
 	}
-	slices.SortFunc(keys, func(x, y scaleKey) int {
-		xs, _ := strconv.ParseFloat(x.scale, 64)
-		ys, _ := strconv.ParseFloat(y.scale, 64)
-		return cmp.Or(cmp.Compare(x.label, y.label), cmp.Compare(xs, ys))
-	})
+	slices.SortFunc(keys, order)
 	return keys
+}
+
+// byLabelThenScale orders online rows by backend, then numerically by scale.
+func byLabelThenScale(x, y scaleKey) int {
+	xs, _ := strconv.ParseFloat(x.scale, 64)
+	ys, _ := strconv.ParseFloat(y.scale, 64)
+	return cmp.Or(cmp.Compare(x.label, y.label), cmp.Compare(xs, ys))
 }
 
 func indexOffline(off *Offline) map[string]*OfflineResult {
