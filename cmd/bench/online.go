@@ -180,6 +180,8 @@ func parseFloats(s string) ([]float64, error) {
 	return out, nil
 }
 
+// splitList splits a comma-list flag (--backends, --format), trimming spaces
+// and dropping empty items.
 func splitList(s string) []string {
 	var out []string
 	for _, part := range strings.Split(s, ",") {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -72,7 +71,7 @@ func runPlot(out io.Writer, o plotOptions) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("plot: --online-percentiles: %w", err)
 	}
-	formats := figureFormats(o.formats)
+	formats := splitList(o.formats) // --format "png,svg"
 	dir := o.outputDir
 	if dir == "" {
 		dir = filepath.Join(filepath.Dir(cmp.Or(o.online, o.offline)), "figures")
@@ -124,15 +123,4 @@ func runPlot(out io.Writer, o plotOptions) ([]string, error) {
 		fmt.Fprintln(out, "Wrote:", p)
 	}
 	return written, nil
-}
-
-// figureFormats splits --format ("png,svg").
-func figureFormats(s string) []string {
-	var out []string
-	for _, item := range strings.Split(s, ",") {
-		if item = strings.TrimSpace(item); item != "" {
-			out = append(out, item)
-		}
-	}
-	return out
 }
