@@ -130,60 +130,39 @@ __device__ __forceinline__ void scan_row(const float* x, int V, bool vec4, F f) 
     }
 }
 
-// block_scan_int returns the sum of v over lower threads; *total the block sum.
-__device__ int block_scan_int(Scratch& sm, int v, int* total) {
+// block_scan returns the sum of v over lower threads and sets *total to the
+// block sum; slots is NWARPS values of shared scratch (icount or dsum). One
+// definition serves the integer counts and the double probability sums.
+template <typename T>
+__device__ T block_scan(T* slots, T v, T* total) {
     int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    int x = v;
+    T x = v;
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
-        int y = __shfl_up_sync(0xffffffffu, x, o);
+        T y = __shfl_up_sync(0xffffffffu, x, o);
         if (lane >= o) x += y;
     }
     __syncthreads();
-    if (lane == 31) sm.icount[warp] = x;
+    if (lane == 31) slots[warp] = x;
     __syncthreads();
     if (warp == 0) {
-        int w = sm.icount[lane];
+        T w = slots[lane];
 #pragma unroll
         for (int o = 1; o < 32; o <<= 1) {
-            int y = __shfl_up_sync(0xffffffffu, w, o);
+            T y = __shfl_up_sync(0xffffffffu, w, o);
             if (lane >= o) w += y;
         }
-        sm.icount[lane] = w;
+        slots[lane] = w;
     }
     __syncthreads();
-    int before = (warp > 0 ? sm.icount[warp - 1] : 0) + x - v;
-    *total = sm.icount[NWARPS - 1];
+    T before = (warp > 0 ? slots[warp - 1] : T(0)) + x - v;
+    *total = slots[NWARPS - 1];
     __syncthreads();
     return before;
 }
 
-__device__ double block_scan_double(Scratch& sm, double v, double* total) {
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    double x = v;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        double y = __shfl_up_sync(0xffffffffu, x, o);
-        if (lane >= o) x += y;
-    }
-    __syncthreads();
-    if (lane == 31) sm.dsum[warp] = x;
-    __syncthreads();
-    if (warp == 0) {
-        double w = sm.dsum[lane];
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            double y = __shfl_up_sync(0xffffffffu, w, o);
-            if (lane >= o) w += y;
-        }
-        sm.dsum[lane] = w;
-    }
-    __syncthreads();
-    double before = (warp > 0 ? sm.dsum[warp - 1] : 0.0) + x - v;
-    *total = sm.dsum[NWARPS - 1];
-    __syncthreads();
-    return before;
-}
+__device__ int block_scan_int(Scratch& sm, int v, int* total) { return block_scan(sm.icount, v, total); }
+__device__ double block_scan_double(Scratch& sm, double v, double* total) { return block_scan(sm.dsum, v, total); }
 
 __device__ float block_max(Scratch& sm, float v) {
     v = warp_max(v);
