@@ -114,45 +114,44 @@ func (d *Device) SetSimplePrefillAttention(v bool) error {
 // default, negative = off) and the block-per-head decode attention kernel.
 // Captured graphs are dropped, since they hold the previous kernels.
 func (d *Device) SetKernelVariants(gemvMaxRows, skinnyRows int, blockDecodeAttention bool) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if err := d.g.bind(); err != nil {
-		return err
-	}
-	if err := d.g.sync(); err != nil {
-		return err
-	}
-	d.dropGraphs()
-	d.opts.GemvMaxRows, d.opts.SkinnyGemmRows, d.opts.BlockDecodeAttention = gemvMaxRows, skinnyRows, blockDecodeAttention
-	d.opts = withDefaults(d.opts)
-	return d.resolveKernels()
+	return d.whenDrained(func() error {
+		d.dropGraphs()
+		d.opts.GemvMaxRows, d.opts.SkinnyGemmRows, d.opts.BlockDecodeAttention = gemvMaxRows, skinnyRows, blockDecodeAttention
+		d.opts = withDefaults(d.opts)
+		return d.resolveKernels()
+	})
 }
 
 // ProfilerRange starts (on) or stops the collection of an attached profiler
 // such as Nsight Compute run with --profile-from-start off, after the stream
 // drains, so exactly the steps in between are profiled.
 func (d *Device) ProfilerRange(on bool) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if err := d.g.bind(); err != nil {
-		return err
-	}
-	if err := d.g.sync(); err != nil {
-		return err
-	}
-	fn, name := d.g.drv.cuProfilerStart, "cuProfilerStart"
-	if !on {
-		fn, name = d.g.drv.cuProfilerStop, "cuProfilerStop"
-	}
-	if fn == 0 {
-		return fmt.Errorf("cuda: the driver has no %s", name)
-	}
-	return d.g.drv.call(name, fn)
+	return d.whenDrained(func() error {
+		fn, name := d.g.drv.cuProfilerStart, "cuProfilerStart"
+		if !on {
+			fn, name = d.g.drv.cuProfilerStop, "cuProfilerStop"
+		}
+		if fn == 0 {
+			return fmt.Errorf("cuda: the driver has no %s", name)
+		}
+		return d.g.drv.call(name, fn)
+	})
 }
 
 // SetPDL switches programmatic dependent launch on or off for later steps
 // (Options.NoPDL), dropping captured graphs.
 func (d *Device) SetPDL(on bool) error {
+	return d.whenDrained(func() error {
+		d.dropGraphs()
+		d.opts.NoPDL, d.g.pdl = !on, on
+		return nil
+	})
+}
+
+// whenDrained runs fn on this goroutine's OS thread with the device's context
+// bound and its stream drained: the switches above must not change kernels or
+// drop graphs under a step still on the GPU.
+func (d *Device) whenDrained(fn func() error) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := d.g.bind(); err != nil {
@@ -161,7 +160,5 @@ func (d *Device) SetPDL(on bool) error {
 	if err := d.g.sync(); err != nil {
 		return err
 	}
-	d.dropGraphs()
-	d.opts.NoPDL, d.g.pdl = !on, on
-	return nil
+	return fn()
 }
