@@ -1,0 +1,129 @@
+//go:build linux
+
+package hrtimer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Timer sleeps until absolute instants on one timerfd. It is not safe for
+// concurrent SleepUntil calls (use one Timer per waiting goroutine); Close
+// may be called from any goroutine and ends a SleepUntil in progress.
+type Timer struct {
+	f    *os.File        // the timerfd, non-blocking, so reads park in the netpoller
+	conn syscall.RawConn // arms the fd without f.Fd(), which would make it blocking
+	// refWall and refMono are one instant on Go's clock and on
+	// CLOCK_MONOTONIC (Go's monotonic clock on Linux), taken together: a
+	// target's CLOCK_MONOTONIC time is refMono + target.Sub(refWall).
+	refWall time.Time
+	refMono int64
+	spec    unix.ItimerSpec
+	arm     func(fd uintptr) // sets spec on the fd; bound once so arming allocates nothing
+	armErr  error
+	buf     [8]byte // a read returns the number of expirations
+	closed  atomic.Bool
+}
+
+// New makes a Timer. Close it when done: it holds a file descriptor.
+func New() (*Timer, error) {
+	fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("hrtimer: timerfd_create: %w", err)
+	}
+	var ts unix.Timespec
+	refWall := time.Now()
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("hrtimer: clock_gettime: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "timerfd")
+	conn, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("hrtimer: timerfd: %w", err)
+	}
+	t := &Timer{f: f, conn: conn, refWall: refWall, refMono: ts.Nano()}
+	t.arm = func(fd uintptr) { t.armErr = unix.TimerfdSettime(int(fd), unix.TFD_TIMER_ABSTIME, &t.spec, nil) }
+	return t, nil
+}
+
+// Close releases the file descriptor. It is idempotent.
+func (t *Timer) Close() error {
+	t.closed.Store(true)
+	err := t.f.Close()
+	if errors.Is(err, os.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// SleepUntil blocks until target, without spinning: the goroutine parks in
+// the netpoller until the kernel timer fires. It never returns nil before
+// target. It returns ctx.Err() if ctx ends first, an error wrapping
+// os.ErrClosed after Close.
+func (t *Timer) SleepUntil(ctx context.Context, target time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	// Loop only as a guard: the fd and time.Now read the same clock, so
+	// the first wake-up is already at or after target.
+	for time.Now().Before(target) {
+		if err := t.wait(ctx, t.refMono+int64(target.Sub(t.refWall))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// wait arms the timer for the CLOCK_MONOTONIC instant mono (ns) and reads it.
+func (t *Timer) wait(ctx context.Context, mono int64) error {
+	t.spec.Value = unix.NsecToTimespec(mono)
+	if err := t.conn.Control(t.arm); err != nil {
+		if t.closed.Load() {
+			err = os.ErrClosed // the poller says "use of closed file", which is no os.ErrClosed
+		}
+		return fmt.Errorf("hrtimer: %w", err)
+	}
+	if t.armErr != nil {
+		return fmt.Errorf("hrtimer: timerfd_settime: %w", t.armErr)
+	}
+	if ctx.Done() == nil {
+		return t.read()
+	}
+	// A past read deadline wakes the parked read when ctx ends.
+	cancelled := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		t.f.SetReadDeadline(time.Unix(1, 0))
+		close(cancelled)
+	})
+	err := t.read()
+	if !stop() {
+		<-cancelled
+		t.f.SetReadDeadline(time.Time{})
+		t.disarm()
+		return ctx.Err()
+	}
+	return err
+}
+
+func (t *Timer) read() error {
+	if _, err := t.f.Read(t.buf[:]); err != nil {
+		return fmt.Errorf("hrtimer: read timerfd: %w", err)
+	}
+	return nil
+}
+
+// disarm stops a timer that a cancelled wait left armed, so it does not wake
+// the netpoller for nothing. (Arming again also clears a stale expiry.)
+func (t *Timer) disarm() {
+	t.spec = unix.ItimerSpec{}
+	t.conn.Control(t.arm)
+}
