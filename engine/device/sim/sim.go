@@ -14,12 +14,13 @@
 package sim
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"time"
 
 	"github.com/roseinfer/roseinfer/engine/device"
+	"github.com/roseinfer/roseinfer/engine/hrtimer"
 )
 
 // Options configure a simulated device.
@@ -36,11 +37,11 @@ type Options struct {
 // Device implements device.AsyncDevice.
 type Device struct {
 	opts Options
-	// spin is how long before a deadline Forward stops sleeping and busy-waits.
-	// It adapts to how late the OS wakes us (tens of µs on an idle machine,
-	// a millisecond or more on a loaded one), so steps end on time to a few µs
-	// without spinning longer than needed.
-	spin time.Duration
+	// timer ends steps. A Go timer would wake up to a millisecond late on
+	// an idle Linux process (see hrtimer); a spin would end them on time but
+	// take a core from the server the sim is there to measure. Made on the
+	// first step that has to wait, so a device with no step time holds no fd.
+	timer *hrtimer.Timer
 	// lastEnd is when the previous Forward or Collect returned.
 	lastEnd time.Time
 	// lastDeadline is when the last submitted step completes.
@@ -60,14 +61,9 @@ type submitted struct {
 	deadline time.Time
 }
 
-const (
-	minSpin = 100 * time.Microsecond
-	maxSpin = 3 * time.Millisecond
-
-	// maxInFlight is how many submitted steps may wait to be collected, as on
-	// the CUDA device.
-	maxInFlight = 2
-)
+// maxInFlight is how many submitted steps may wait to be collected, as on
+// the CUDA device.
+const maxInFlight = 2
 
 // New makes a simulated device.
 func New(opts Options) (*Device, error) {
@@ -77,38 +73,47 @@ func New(opts Options) (*Device, error) {
 	if opts.StepDuration < 0 || opts.PrefillPerToken < 0 {
 		return nil, errors.New("sim: negative step duration")
 	}
-	return &Device{opts: opts, spin: 2 * minSpin, prevSampled: map[uint64]int32{}, sampled: map[uint64]int32{}}, nil
+	return &Device{opts: opts, prevSampled: map[uint64]int32{}, sampled: map[uint64]int32{}}, nil
 }
 
 // Name is "sim".
 func (d *Device) Name() string { return "sim" }
 
-// Close does nothing; the device holds no resources.
-func (d *Device) Close() error { return nil }
+// Close releases the step timer.
+func (d *Device) Close() error {
+	if d.timer == nil {
+		return nil
+	}
+	return d.timer.Close()
+}
 
 // Forward samples one token per sequence that asks for one and returns once
 // StepDuration plus PrefillPerToken per prefill token has passed. A prefill
 // token is any token fed other than a decode's single token.
 //
 // The time counts from the call, or, when the engine comes straight back from
-// the previous step (sooner than StepDuration), from the previous return: the
-// engine's own work between steps then hides inside the step, as it would
+// the previous step (sooner than StepDuration), from the previous step's end:
+// the engine's own work between steps then hides inside the step, as it would
 // behind a GPU running ahead, and a busy engine emits tokens exactly every
-// StepDuration. That is what makes the device a ground truth for ITL.
+// StepDuration. That is what makes the device a ground truth for ITL. The end
+// is the step's deadline, not the (slightly later) return, so wake-up
+// latency does not add up from step to step.
 func (d *Device) Forward(b *device.Batch, out []device.Sampled) ([]device.Sampled, error) {
 	if d.n > 0 {
 		return out[:0], fmt.Errorf("sim: Forward with %d submitted steps not collected", d.n)
 	}
 	start := time.Now()
 	if gap := start.Sub(d.lastEnd); gap >= 0 && gap < d.opts.StepDuration {
-		start = d.lastEnd
+		start = d.lastDeadline
 	}
 	out, numPrefillTokens, err := d.sample(b, out[:0])
 	if err != nil {
 		return out, err
 	}
 	d.lastDeadline = start.Add(d.stepDuration(numPrefillTokens))
-	d.waitUntil(d.lastDeadline)
+	if err := d.waitUntil(d.lastDeadline); err != nil {
+		return out[:0], err
+	}
 	d.lastEnd = time.Now()
 	return out, nil
 }
@@ -146,7 +151,9 @@ func (d *Device) Collect(out []device.Sampled) ([]device.Sampled, error) {
 	st := &d.queue[d.head]
 	d.head = (d.head + 1) % maxInFlight
 	d.n--
-	d.waitUntil(st.deadline)
+	if err := d.waitUntil(st.deadline); err != nil {
+		return out[:0], err
+	}
 	d.lastEnd = time.Now()
 	return append(out[:0], st.out...), nil
 }
@@ -227,23 +234,22 @@ func mix(x uint64) uint64 {
 	return x
 }
 
-// waitUntil sleeps until shortly before deadline, then spins the rest: timer
-// wake-ups are late by tens of µs to milliseconds, a spin is late by nothing.
-func (d *Device) waitUntil(deadline time.Time) {
-	if sleep := time.Until(deadline) - d.spin; sleep > 0 {
-		wake := time.Now().Add(sleep)
-		time.Sleep(sleep)
-		late := time.Since(wake)
-		switch {
-		case late > d.spin/2:
-			d.spin = min(maxSpin, 2*late) // woke late: spin longer from now on
-		default:
-			d.spin = max(minSpin, d.spin-d.spin/32) // woke early enough: creep back
+// waitUntil sleeps until deadline on the device's timer, which wakes tens
+// of µs late and uses no CPU meanwhile. Lateness does not accumulate: the
+// next step's deadline counts from this one's, not from the wake-up.
+func (d *Device) waitUntil(deadline time.Time) error {
+	if !time.Now().Before(deadline) {
+		return nil
+	}
+	if d.timer == nil {
+		t, err := hrtimer.New()
+		if err != nil {
+			return fmt.Errorf("sim: step timer: %w", err)
 		}
+		d.timer = t
 	}
-	// Yield while spinning: with one CPU (or a starved machine) a bare spin
-	// would keep the server's HTTP goroutines from streaming until it ends.
-	for time.Now().Before(deadline) {
-		runtime.Gosched()
+	if err := d.timer.SleepUntil(context.Background(), deadline); err != nil {
+		return fmt.Errorf("sim: step timer: %w", err)
 	}
+	return nil
 }

@@ -111,6 +111,42 @@ func TestForward(t *testing.T) {
 	}
 }
 
+// Back-to-back Forwards end exactly StepDuration apart: each step counts from
+// the previous step's deadline, so the timer's wake-up latency never adds up.
+func TestForwardStepsDoNotDrift(t *testing.T) {
+	const step, n = 20 * time.Millisecond, 5
+	d := mustNew(t, Options{VocabSize: 100, EOS: 99, StepDuration: step})
+	defer d.Close()
+	b := decode(1, 7, 1)
+	var first time.Time
+	for i := range n {
+		prevEnd, called := d.lastEnd, time.Now()
+		out, err := d.Forward(b, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 && called.Sub(prevEnd) >= step/2 {
+			t.Skip("the machine is too loaded to call Forward straight back")
+		}
+		if i == 0 {
+			first = d.lastDeadline
+		}
+		if time.Now().Before(d.lastDeadline) {
+			t.Fatalf("step %d returned before its deadline", i)
+		}
+		b = decode(1, out[0].Token, i+2)
+	}
+	if got, want := d.lastDeadline.Sub(first), (n-1)*step; got != want {
+		t.Fatalf("%d steps spanned %v, want exactly %v", n, got, want)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
 func TestForwardReusesOutAndDoesNotAllocate(t *testing.T) {
 	d := mustNew(t, Options{VocabSize: 100, EOS: 99})
 	b := batch()
