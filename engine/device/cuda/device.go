@@ -252,8 +252,12 @@ func (d *Device) init(w *model.Weights) error {
 	if err := g.drv.memsetD32Async(d.act.attnCount, 0, M*c.NumHeads, g.stream); err != nil {
 		return err
 	}
-	if d.act.skWork, err = g.drv.memAlloc(4 * max(1, d.skinnyWorkFloats())); err != nil {
+	skFloats := max(1, d.skinnyWorkFloats())
+	if d.act.skWork, err = g.drv.memAlloc(4 * skFloats); err != nil {
 		return fmt.Errorf("cuda: gemm_skinny workspace: %w", err)
+	}
+	if err := g.drv.memsetD32Async(d.act.skWork, 0, skFloats, g.stream); err != nil { // the splits add into zeros
+		return err
 	}
 	skTiles := ceilDiv(4*C, skinnyCols)
 	if d.act.skCount, err = g.drv.memAlloc(4 * skTiles); err != nil {

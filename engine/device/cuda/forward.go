@@ -284,8 +284,8 @@ func (d *Device) decodeSplits(nDecode int) int {
 }
 
 const (
-	maxDecodeSplits = 16
-	warpDecodeHeads = 4 // AW_WARPS in attention_warp.cu
+	maxDecodeSplits = 16 // AW_MAX_SPLITS in attention_warp.cu merges up to this many
+	warpDecodeHeads = 4  // AW_WARPS in attention_warp.cu
 )
 
 // kvLayer returns layer l's K and V cache bases within the one KV allocation.

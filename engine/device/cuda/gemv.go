@@ -98,6 +98,8 @@ func (d *Device) gemv(out devPtr, ldo int, x devPtr, ldx int, w, bias32 devPtr, 
 const (
 	maxSkinnyRows = 128 // two warps of 64 rows per block
 	skinnyCols    = 64  // SK_BN
+	// skinnyBlocksPerSM is SK_MIN_BLOCKS: the registers allow two blocks.
+	skinnyBlocksPerSM = 2
 )
 
 // useSkinny reports whether the layer projections over rows token rows go
@@ -106,20 +108,22 @@ func (d *Device) useSkinny(rows int) bool {
 	return d.gemvOK && rows > 0 && rows <= d.opts.SkinnyGemmRows && rows <= maxSkinnyRows
 }
 
-// skinnySplits is the split-K factor for an (oc, K) projection: enough
-// blocks for every SM, at least two 32-wide chunks per split.
+// skinnySplits is the split-K factor for an (oc, K) projection: as many
+// blocks as fit on the GPU at once (skinnyBlocksPerSM each; a second wave
+// would double the time), at least two 32-wide chunks per split.
 func skinnySplits(smCount, oc, K int) int {
-	return max(1, min(K/32/2, ceilDiv(smCount, ceilDiv(oc, skinnyCols))))
+	return max(1, min(K/32/2, skinnyBlocksPerSM*smCount/ceilDiv(oc, skinnyCols)))
 }
 
-// skinnyWorkFloats is the partial-sum workspace the model's projections need
-// at maxSkinnyRows rows.
+// skinnyWorkFloats is the fp32 workspace where the splits of an fp16-output
+// projection (qkv, fc) meet, at maxSkinnyRows rows: zero between launches.
+// The residual projections add into the residual stream itself.
 func (d *Device) skinnyWorkFloats() int {
 	C, most := d.cfg.Channels, 0
-	for _, s := range [][2]int{{3 * C, C}, {C, C}, {4 * C, C}, {C, 4 * C}} {
+	for _, s := range [][2]int{{3 * C, C}, {4 * C, C}} {
 		oc, K := s[0], s[1]
-		if S := skinnySplits(d.g.smCount, oc, K); S > 1 {
-			most = max(most, S*maxSkinnyRows*ceilDiv(oc, skinnyCols)*skinnyCols)
+		if skinnySplits(d.g.smCount, oc, K) > 1 {
+			most = max(most, maxSkinnyRows*ceilDiv(oc, skinnyCols)*skinnyCols)
 		}
 	}
 	return most

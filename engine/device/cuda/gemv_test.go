@@ -162,9 +162,12 @@ func runGemvCase(t *testing.T, g *gpu, r *rand.Rand, kname string, ln bool, M, K
 
 // TestSkinnyGemm runs gemm_skinny over row counts around its 16-row blocks
 // and 64-row warp halves, shapes with partial column tiles, one split and
-// several (the last block reduces and must reset its tile counter), in each
-// epilogue, against a float64 reference; outputs start poisoned (random for
-// the residual epilogue) and columns past OC must stay untouched.
+// several (the splits meet by reductions at L2; for the fp16 and fp32-out
+// epilogues the last block of a tile applies the epilogue and must reset its
+// tile counter and zero its workspace), in each epilogue, against a float64
+// reference; outputs start poisoned (random for the residual epilogue) and
+// columns past OC must stay untouched. Odd OC and odd output strides take the
+// scalar reductions.
 func TestSkinnyGemm(t *testing.T) {
 	testGPU(t)
 	r := rand.New(rand.NewPCG(41, 42))
@@ -175,6 +178,8 @@ func TestSkinnyGemm(t *testing.T) {
 		{65, 768, 768, gemvResidual, 1},
 		{100, 256, 100, gemvOut32, 2},
 		{40, 256, 40, gemvOut16Bias, 4},
+		{33, 256, 99, gemvResidual, 3},
+		{20, 256, 99, gemvOut16BiasGelu, 2},
 	} {
 		t.Run(fmt.Sprintf("M%d_K%d_OC%d_mode%d_split%d", c.M, c.K, c.OC, c.mode, c.splits), func(t *testing.T) {
 			g := testGPU(t)
@@ -201,7 +206,8 @@ func runSkinnyCase(t *testing.T, g *gpu, r *rand.Rand, M, K, OC, mode, splits in
 		out = upload(t, g, init)
 	}
 	tiles := ceilDiv(OC, skinnyCols)
-	work := devBuf(t, g, 4*splits*M*tiles*skinnyCols)
+	workFloats := M * tiles * skinnyCols
+	work := upload(t, g, make([]float32, workFloats)) // zero, as the device keeps it
 	counts := upload(t, g, make([]int32, tiles))
 	dx, dW, db16, db32 := upload(t, g, toF16(x)), upload(t, g, toF16(W)), upload(t, g, toF16(bias16)), upload(t, g, bias)
 	launches := 1
@@ -217,6 +223,11 @@ func runSkinnyCase(t *testing.T, g *gpu, r *rand.Rand, M, K, OC, mode, splits in
 	for i, c := range download[int32](t, g, counts, tiles) {
 		if c != 0 {
 			t.Fatalf("tile counter %d left at %d", i, c)
+		}
+	}
+	for i, v := range download[float32](t, g, work, workFloats) {
+		if v != 0 {
+			t.Fatalf("workspace float %d left at %v", i, v)
 		}
 	}
 	var got []float32

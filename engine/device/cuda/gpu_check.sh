@@ -57,7 +57,7 @@ for k in kern.values():
         steps.append([])
     steps[-1].append(k)
 batches = ",".join(sys.argv[2:]).split(",")
-labels = ["batch %s, %s kernels" % (b, v) for b in batches for v in ("new", "old")]
+labels = ["batch %s, %s kernels" % (b, v) for b in batches for v in ("default", "skinny GEMM")]
 for i, st in enumerate(steps):
     tot = sum(k.get("gpu__time_duration.sum", 0) for k in st)
     print("ncu decode step %d (%s): %d kernels, %.1f us" % (i + 1, labels[i] if i < len(labels) else "?", len(st), tot))

@@ -263,12 +263,18 @@ func testGreedyContinuations(t *testing.T, P, skinny int) {
 	}
 }
 
-// greedyGPU runs prompts to G tokens: one prefill step, then decode steps.
-// With overlap, step k+1 is submitted before step k is collected and its
-// tokens are the on-GPU placeholders (-1).
+// greedyGPU runs prompts to G tokens on the CUDA device (see greedyRun).
 func greedyGPU(t *testing.T, d *Device, prompts [][]int32, G int, overlap bool) [][]int32 {
 	t.Helper()
-	B := d.kv.BlockSizeTokens
+	return greedyRun(t, d, d.kv.BlockSizeTokens, prompts, G, overlap)
+}
+
+// greedyRun runs prompts to G tokens on any device with KV blocks of B
+// tokens: one prefill step, then decode steps. With overlap (d must be a
+// device.AsyncDevice), step k+1 is submitted before step k is collected and
+// its tokens are the on-device placeholders (-1).
+func greedyRun(t *testing.T, d device.Device, B int, prompts [][]int32, G int, overlap bool) [][]int32 {
+	t.Helper()
 	var alloc blockAlloc
 	tables := make([][]int32, len(prompts))
 	outTok := make([][]int32, len(prompts))
@@ -308,16 +314,20 @@ func greedyGPU(t *testing.T, d *Device, prompts [][]int32, G int, overlap bool) 
 		}
 		return outTok
 	}
-	if err := d.Submit(decode(1, false)); err != nil {
+	ad, ok := d.(device.AsyncDevice)
+	if !ok {
+		t.Fatalf("%s device cannot overlap steps", d.Name())
+	}
+	if err := ad.Submit(decode(1, false)); err != nil {
 		t.Fatal(err)
 	}
 	for k := 2; k <= G; k++ {
 		if k < G {
-			if err := d.Submit(decode(k, true)); err != nil {
+			if err := ad.Submit(decode(k, true)); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if out, err = d.Collect(out); err != nil {
+		if out, err = ad.Collect(out); err != nil {
 			t.Fatal(err)
 		}
 		for i := range prompts {

@@ -16,11 +16,18 @@
 
 #define AW_WARPS 4   // heads per block
 #define AW_ROUND 32  // keys per warp per round (8 per lane)
+#define AW_MAX_SPLITS 16  // maxDecodeSplits in forward.go; at most 32 (a lane per split)
 
 // ld_l2 reads past L1: partials other blocks of this launch wrote.
 __device__ __forceinline__ float ld_l2(const float* p) {
     float v;
     asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ float2 ld_l2_2(const float* p) {
+    float2 v;
+    asm volatile("ld.global.cg.v2.f32 {%0,%1}, [%2];" : "=f"(v.x), "=f"(v.y) : "l"(p));
     return v;
 }
 
@@ -165,19 +172,31 @@ extern "C" __global__ void __launch_bounds__(AW_WARPS * 32) attention_decode_war
     if (lane == 0) done = atomicAdd(&counts[blockIdx.x * NH + h], 1);
     done = __shfl_sync(0xffffffffu, done, 0);
     if (done != nsplit - 1) return;
-    // The last split merges, in split order (the combine kernel's arithmetic).
+    // The last split merges. Every load is issued at once (a round trip
+    // each, not one per split: at batch 1 a serial merge was half the
+    // kernel): lane i < nsplit reads split i's (m, l) and the warp reduces
+    // them, then each lane reads its two output dims of every split and
+    // weighs them in split order.
     __threadfence();
-    float M = NEG_INF;
-    for (int i = 0; i < nsplit; i++) M = fmaxf(M, ld_l2(base + i * (HD + 2)));
-    float L = 0.f, o0 = 0.f, o1 = 0.f;
-    for (int i = 0; i < nsplit; i++) {
-        const float* pp = base + i * (HD + 2);
-        const float mi = ld_l2(pp);
-        if (mi == NEG_INF) continue;
-        const float w = __expf(mi - M);
-        L += ld_l2(pp + 1) * w;
-        o0 += ld_l2(pp + 2 + 2 * lane) * w;
-        o1 += ld_l2(pp + 3 + 2 * lane) * w;
+    float mi = NEG_INF, li = 0.f;
+    if (lane < nsplit) {
+        mi = ld_l2(base + lane * (HD + 2));
+        li = ld_l2(base + lane * (HD + 2) + 1);
+    }
+    float2 ov[AW_MAX_SPLITS];
+#pragma unroll
+    for (int i = 0; i < AW_MAX_SPLITS; i++)
+        ov[i] = i < nsplit ? ld_l2_2(base + i * (HD + 2) + 2 + 2 * lane) : make_float2(0.f, 0.f);
+    float M = mi;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+    const float wi = mi == NEG_INF ? 0.f : __expf(mi - M);  // an empty split weighs nothing
+    const float L = warp_sum(li * wi);
+    float o0 = 0.f, o1 = 0.f;
+#pragma unroll
+    for (int i = 0; i < AW_MAX_SPLITS; i++) {
+        const float w = __shfl_sync(0xffffffffu, wi, i);
+        if (i < nsplit) o0 += ov[i].x * w, o1 += ov[i].y * w;
     }
     *(uint32_t*)(out + (size_t)t * C + h * HD + 2 * lane) = (uint32_t)f2h(o0 / L) | ((uint32_t)f2h(o1 / L) << 16);
     if (lane == 0) counts[blockIdx.x * NH + h] = 0;  // ready for the next launch

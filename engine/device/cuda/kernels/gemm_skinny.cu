@@ -9,17 +9,28 @@
 // blocks for every SM. Its 8 warps form 2 x 4: rows 64*wr.., columns
 // 16*wc.. of the tile; each lane streams weight pieces as in gemv.cu (same
 // k permutation of the MMA fragments) and reads activations from L1/L2.
-// With several splits each block stores its fp32 partial tile to a
-// workspace; the block that finishes a tile last (a counter per tile, reset
-// by that block) sums the partials in split order, so results do not depend
-// on timing, and applies the epilogue.
+// With several splits the partial tiles meet through vector reductions at
+// L2 (see the end of the kernel).
 #include "common.cuh"
 #include "mma.cuh"
 
 #define SK_BN 64  // output columns per block
 #define SK_U 2    // k chunks (of 32) per round
+#define SK_MIN_BLOCKS 2  // resident blocks per SM the registers are sized for (skinnySplits fills them)
 
-extern "C" __global__ void __launch_bounds__(256) gemm_skinny(
+// red_add2 adds (a, b) to p[0], p[1] (8-byte aligned) at L2 without a return
+// value: one vector reduction on sm_90, two scalar ones before it.
+__device__ __forceinline__ void red_add2(float* p, float a, float b) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(a), "f"(b) : "memory");
+#else
+    atomicAdd(p, a);
+    atomicAdd(p + 1, b);
+#endif
+}
+
+
+extern "C" __global__ void __launch_bounds__(256, SK_MIN_BLOCKS) gemm_skinny(
     void* out, int ldo, const half_t* x, int ldx, const half_t* W, const half_t* bias16, const float* bias32, int M,
     int K, int OC, int mode, float* work, int* counts) {
     grid_dep_launch();
@@ -88,33 +99,60 @@ extern "C" __global__ void __launch_bounds__(256) gemm_skinny(
                 }
         return;
     }
-    // Partial tile of this split: work[split][row][n], n over gridDim.x * SK_BN columns.
-    const int ldw = gridDim.x * SK_BN;
-    float* ws = work + (size_t)split * M * ldw;
+    // Several splits: each adds its partial tile with vector reductions at
+    // L2 (no workspace round trip through one block). The residual epilogue
+    // adds straight into the fp32 stream (split 0 adds the bias); the fp16
+    // epilogues need the whole sum first, so the splits add into a zeroed
+    // fp32 workspace and the block that finishes a tile last (a counter per
+    // tile) applies the epilogue and zeroes the tile for the next launch.
+    // The order of the fp32 additions depends on timing: results can differ
+    // between runs in the last bit of fp32.
+    const bool resid = mode == GEMV_RESIDUAL;
+    float* dst = resid ? (float*)out : work;
+    const int ldd = resid ? ldo : gridDim.x * SK_BN;
     if (rows_any) {
 #pragma unroll
         for (int rb = 0; rb < 4; rb++)
 #pragma unroll
-            for (int t = 0; t < 2; t++)
+            for (int t = 0; t < 2; t++) {
+                const int n = col0 + t * 8 + q * 2;  // columns n, n+1: adjacent floats
+                if (n >= OC) continue;
+                float b0 = 0.f, b1 = 0.f;
+                if (resid && split == 0) b0 = bias32[n], b1 = n + 1 < OC ? bias32[n + 1] : 0.f;
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int row = row0 + rb * 16 + g + (e >= 2 ? 8 : 0), n = col0 + t * 8 + q * 2 + (e & 1);
-                    if (row < M) ws[(size_t)row * ldw + n] = acc[rb][t][e];
+                for (int hi = 0; hi < 2; hi++) {
+                    const int row = row0 + rb * 16 + g + hi * 8;
+                    if (row >= M) continue;
+                    float* p = dst + (size_t)row * ldd + n;
+                    const float v0 = acc[rb][t][2 * hi] + b0, v1 = acc[rb][t][2 * hi + 1] + b1;
+                    if (n + 1 < OC && ((size_t)p & 7) == 0) {
+                        red_add2(p, v0, v1);
+                    } else {
+                        atomicAdd(p, v0);
+                        if (n + 1 < OC) atomicAdd(p + 1, v1);
+                    }
                 }
+            }
     }
-    __threadfence();  // this thread's partials are visible before the count says so
+    if (resid) return;
+    __threadfence();  // this thread's additions are visible before the count says so
     __syncthreads();
     __shared__ int is_last;
     if (threadIdx.x == 0) is_last = atomicAdd(&counts[tile], 1) == S - 1;
     __syncthreads();
     if (!is_last) return;
     __threadfence();
-    for (int i = threadIdx.x; i < M * SK_BN; i += blockDim.x) {
-        const int row = i / SK_BN, n = tile * SK_BN + i % SK_BN;
+    const float4 zero4 = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int i = threadIdx.x; i < M * (SK_BN / 4); i += blockDim.x) {
+        const int row = i / (SK_BN / 4), n = tile * SK_BN + (i % (SK_BN / 4)) * 4;
         if (n >= OC) continue;
-        float s = 0.f;
-        for (int sp = 0; sp < S; sp++) s += ld_l2(work + ((size_t)sp * M + row) * ldw + n);
-        epilogue(out, (size_t)row * ldo + n, n, s, bias16, bias32, mode);
+        float4* p = (float4*)(work + (size_t)row * ldd + n);
+        const float4 v = ld_l2_4(p);
+        *p = zero4;
+        const float s4[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            if (n + e < OC) epilogue(out, (size_t)row * ldo + n + e, n + e, s4[e], bias16, bias32, mode);
     }
     if (threadIdx.x == 0) counts[tile] = 0;  // ready for the next launch
 }

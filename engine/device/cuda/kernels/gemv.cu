@@ -58,7 +58,30 @@ __device__ __forceinline__ void gemv_impl(void* out, int ldo, const half_t* x, i
     grid_dep_launch();
     bool preloaded = blockIdx.x < ntiles && c_beg < c_end;
     if (preloaded) load_w(blockIdx.x, c_beg);
+    // Warp 0 stores the first tile: its bias (a weight) is fetched before
+    // the wait and its residual values right after it, so the epilogue does
+    // not start with a memory round trip.
+    float pre_b[NT][2], pre_r[NT][4];
+    const bool pre = warp == 0 && blockIdx.x < ntiles;
+    if (pre) {
+#pragma unroll
+        for (int t = 0; t < NT; t++)
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                const int n = blockIdx.x * NT * 8 + t * 8 + q * 2 + j;
+                pre_b[t][j] = n >= OC ? 0.f : mode == GEMV_RESIDUAL ? bias32[n] : mode == GEMV_OUT32 ? 0.f : h2f(bias16[n]);
+            }
+    }
     grid_dep_wait();  // activations and outputs belong to earlier kernels
+    if (pre && mode == GEMV_RESIDUAL) {
+#pragma unroll
+        for (int t = 0; t < NT; t++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int row = g + (e >= 2 ? 8 : 0), n = blockIdx.x * NT * 8 + t * 8 + q * 2 + (e & 1);
+                pre_r[t][e] = row < M && n < OC ? ((const float*)out)[(size_t)row * ldo + n] : 0.f;
+            }
+    }
     if (LN) {
         for (int m = warp; m < MR; m += GEMV_WARPS) {
             half_t* o = xs + m * xstride;
@@ -148,7 +171,25 @@ __device__ __forceinline__ void gemv_impl(void* out, int ldo, const half_t* x, i
                     float s = red[0][t * 4 + e][lane];
 #pragma unroll
                     for (int w = 1; w < GEMV_WARPS; w++) s += red[w][t * 4 + e][lane];
-                    epilogue(out, (size_t)row * ldo + n, n, s, bias16, bias32, mode);
+                    if (tile != blockIdx.x) {  // a later tile of a grid-stride loop
+                        epilogue(out, (size_t)row * ldo + n, n, s, bias16, bias32, mode);
+                        continue;
+                    }
+                    const size_t o = (size_t)row * ldo + n;
+                    const float v = s + pre_b[t][e & 1];
+                    switch (mode) {
+                        case GEMV_OUT16_BIAS:
+                            ((half_t*)out)[o] = f2h(v);
+                            break;
+                        case GEMV_OUT16_BIAS_GELU:
+                            ((half_t*)out)[o] = f2h(gelu_tanh(v));
+                            break;
+                        case GEMV_RESIDUAL:
+                            ((float*)out)[o] = pre_r[t][e] + v;
+                            break;
+                        default:
+                            ((float*)out)[o] = v;
+                    }
                 }
             }
         }

@@ -50,9 +50,9 @@ __device__ __forceinline__ void epilogue(void* out, size_t o, int n, float s, co
     }
 }
 
-// ld_l2 reads past L1: partial sums other blocks of this launch wrote.
-__device__ __forceinline__ float ld_l2(const float* p) {
-    float v;
-    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
+// ld_l2_4 reads 16 bytes past L1: sums other blocks of this launch added.
+__device__ __forceinline__ float4 ld_l2_4(const float4* p) {
+    float4 v;
+    asm volatile("ld.global.cg.v4.f32 {%0,%1,%2,%3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
     return v;
 }

@@ -237,13 +237,13 @@ func setVariant(noGraph bool, gemvRows, skinnyRows int, blockDecode, pdl bool) f
 	}
 }
 
-// ncuSteps runs, for each batch size and for the default and the old
-// decode kernels, a few eager decode steps and then one between
+// ncuSteps runs, for each batch size and for the default kernels and the
+// skinny-GEMM projections, a few eager decode steps and then one between
 // ProfilerRange calls: under `ncu --profile-from-start off` exactly those
 // steps' kernels are measured, each step starting with encoder_forward.
 func ncuSteps(d *cuda.Device, r *rand.Rand, o options, p sample.Params, alloc func(int) []int32, batches []int) error {
 	for _, b := range batches {
-		for _, v := range []variant{decodeVariants[1], {"old", setVariant(true, -1, -1, true, false)}} {
+		for _, v := range []variant{decodeVariants[1], {"skinny GEMM", setVariant(true, 0, 128, false, true)}} {
 			if err := v.set(d); err != nil {
 				return err
 			}
