@@ -3,6 +3,8 @@ package client
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -25,29 +27,37 @@ type chunk struct {
 // in backends-and-traces.md §5: null fields, unknown fields, chat-shaped
 // chunks on /v1/completions, usage in content chunks or in a final chunk with
 // "choices": [], nested or flat error objects.
+//
+// data is parsed in place, not copied (gjson.ParseBytes would copy every
+// chunk, a third of the client's garbage): every string kept in the chunk
+// is cloned, since data's buffer is reused for the next event.
 func parseChunk(data []byte) (chunk, error) {
 	if !gjson.ValidBytes(data) {
 		return chunk{}, fmt.Errorf("invalid JSON in stream: %.200q", data)
 	}
-	root := gjson.ParseBytes(data)
+	root := gjson.Parse(unsafe.String(unsafe.SliceData(data), len(data)))
 	c := chunk{tokenIDs: -1, usageCompletion: -1, usagePrompt: -1}
 	if msg, isErr := streamError(root); isErr {
-		c.errMsg = msg
+		c.errMsg = strings.Clone(msg)
 		return c, nil
 	}
 	choice := root.Get("choices.0")
 	if choice.Exists() {
 		c.hasChoices = true
 		if t := choice.Get("text"); t.Type == gjson.String {
-			c.text = t.String()
+			c.text = strings.Clone(t.String())
 		} else if t := choice.Get("delta.content"); t.Type == gjson.String {
-			c.text = t.String()
+			c.text = strings.Clone(t.String())
 		}
 		if ids := choice.Get("token_ids"); ids.IsArray() {
-			c.tokenIDs = len(ids.Array())
+			c.tokenIDs = 0
+			ids.ForEach(func(_, _ gjson.Result) bool {
+				c.tokenIDs++
+				return true
+			})
 		}
 		if fr := choice.Get("finish_reason"); fr.Type == gjson.String {
-			c.finishReason = fr.String()
+			c.finishReason = finishReason(fr.Str)
 		}
 	}
 	usage := root.Get("usage")
@@ -67,6 +77,16 @@ func parseChunk(data []byte) (chunk, error) {
 		c.serverTiming = &t
 	}
 	return c, nil
+}
+
+// finishReason returns a copy of s, without allocating for the usual values.
+func finishReason(s string) string {
+	for _, known := range []string{"length", "stop", "abort", "tool_calls", "content_filter"} {
+		if s == known {
+			return known
+		}
+	}
+	return strings.Clone(s)
 }
 
 // streamError recognises {"error": {...}}, {"error": "text"} and the flat

@@ -151,6 +151,7 @@ func (c *Client) Do(ctx context.Context, endpoint Endpoint, body []byte) *Result
 // readStream consumes the SSE body into res.
 func (c *Client) readStream(ctx context.Context, bodyReader io.Reader, res *Result) {
 	sr := newSSEReader(bodyReader)
+	defer sr.release()
 	var counter tokenCounter
 	sawDone := false
 	for {
