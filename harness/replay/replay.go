@@ -8,11 +8,11 @@ package replay
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/roseinfer/roseinfer/engine/hrtimer"
 	"github.com/roseinfer/roseinfer/harness/client"
 	"github.com/roseinfer/roseinfer/results"
 )
@@ -37,9 +37,10 @@ type Options struct {
 	// are drained. Default: context.Background().
 	RequestContext context.Context
 	// SpinWindow is how long before a send the dispatcher stops sleeping
-	// and spins: timer wake-ups are late by tens to hundreds of µs on a
-	// loaded machine, a short spin is not. Default 1 ms (at most 1 ms of one
-	// core per request).
+	// and spins (yielding). The sleep is on an hrtimer, which wakes tens of
+	// µs late (a Go timer wakes up to 1 ms late); a spin of about that
+	// length absorbs the lateness for a few µs of CPU per request.
+	// 0: DefaultSpinWindow; negative: no spin.
 	SpinWindow time.Duration
 	// OnDone is called after each request finishes (progress display); it
 	// must be safe for concurrent use.
@@ -47,7 +48,11 @@ type Options struct {
 }
 
 // DefaultSpinWindow is Options.SpinWindow's default.
-const DefaultSpinWindow = time.Millisecond
+const DefaultSpinWindow = 100 * time.Microsecond
+
+// goTimerSpinWindow replaces the spin window when no hrtimer can be made:
+// a Go timer wakes up to a millisecond late.
+const goTimerSpinWindow = 1500 * time.Microsecond
 
 // Round is the outcome of one replay.
 type Round struct {
@@ -64,8 +69,19 @@ func Run(ctx context.Context, items []Item, opts Options) *Round {
 	if opts.RequestContext == nil {
 		opts.RequestContext = context.Background()
 	}
-	if opts.SpinWindow <= 0 {
+	switch {
+	case opts.SpinWindow == 0:
 		opts.SpinWindow = DefaultSpinWindow
+	case opts.SpinWindow < 0:
+		opts.SpinWindow = 0
+	}
+	// One timer for the dispatcher goroutine, which alone sleeps on it.
+	timer, err := hrtimer.New()
+	if err != nil {
+		timer = nil // out of file descriptors: a Go timer and a longer spin
+		opts.SpinWindow = max(opts.SpinWindow, goTimerSpinWindow)
+	} else {
+		defer timer.Close()
 	}
 	order := make([]int, len(items))
 	for i := range order {
@@ -80,7 +96,7 @@ func Run(ctx context.Context, items []Item, opts Options) *Round {
 	for _, i := range order {
 		it := &items[i]
 		target := round.Start.Add(time.Duration(it.AtS * float64(time.Second)))
-		if !sleepUntil(ctx, target, opts.SpinWindow) {
+		if !sleepUntil(ctx, timer, target, opts.SpinWindow) {
 			round.Interrupted = true
 			break
 		}
@@ -104,11 +120,19 @@ func Run(ctx context.Context, items []Item, opts Options) *Round {
 	return round
 }
 
-// sleepUntil waits until target: a timer sleep up to spin before it, then a
-// yielding spin. It returns false if ctx ends first.
-func sleepUntil(ctx context.Context, target time.Time, spin time.Duration) bool {
-	if d := time.Until(target) - spin; d > 0 {
-		t := time.NewTimer(d)
+// sleepUntil waits until target: asleep on timer (a Go timer when nil) up
+// to spin before it, then a yielding spin. It returns false if ctx ends
+// first.
+func sleepUntil(ctx context.Context, timer *hrtimer.Timer, target time.Time, spin time.Duration) bool {
+	wake := target.Add(-spin)
+	switch {
+	case !time.Now().Before(wake):
+	case timer != nil:
+		if err := timer.SleepUntil(ctx, wake); err != nil {
+			return false // ctx ended (the dispatcher never closes its timer early)
+		}
+	default:
+		t := time.NewTimer(time.Until(wake))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -116,9 +140,7 @@ func sleepUntil(ctx context.Context, target time.Time, spin time.Duration) bool 
 		case <-t.C:
 		}
 	}
-	for time.Now().Before(target) {
-		runtime.Gosched()
-	}
+	hrtimer.SpinUntil(target)
 	return ctx.Err() == nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/roseinfer/roseinfer/engine/hrtimer"
 	"github.com/roseinfer/roseinfer/harness/client"
 	"github.com/roseinfer/roseinfer/results"
 )
@@ -156,5 +157,41 @@ func TestWarmupStopsAtFirstFailure(t *testing.T) {
 	calls.Store(10)
 	if _, err := Warmup(context.Background(), c, client.Completions, [][]byte{{'{', '}'}}); err != nil {
 		t.Errorf("successful warmup: %v", err)
+	}
+}
+
+// sleepUntil never returns before its target, on the hrtimer or the Go-timer
+// fallback, with or without a spin window, and gives up when ctx ends.
+func TestSleepUntil(t *testing.T) {
+	timer, err := hrtimer.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer timer.Close()
+	for _, tc := range []struct {
+		name  string
+		timer *hrtimer.Timer
+		spin  time.Duration
+	}{
+		{"hrtimer", timer, 0},
+		{"hrtimer and spin", timer, DefaultSpinWindow},
+		{"Go timer and spin", nil, goTimerSpinWindow},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, ahead := range []time.Duration{-time.Millisecond, 0, 50 * time.Microsecond, 3 * time.Millisecond} {
+				target := time.Now().Add(ahead)
+				if !sleepUntil(context.Background(), tc.timer, target, tc.spin) {
+					t.Fatalf("%v ahead: gave up", ahead)
+				}
+				if time.Now().Before(target) {
+					t.Fatalf("%v ahead: returned before the target", ahead)
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+			defer cancel()
+			if sleepUntil(ctx, tc.timer, time.Now().Add(time.Hour), tc.spin) {
+				t.Fatal("slept through its context's end")
+			}
+		})
 	}
 }
