@@ -31,9 +31,10 @@ __device__ __forceinline__ float2 ld_l2_2(const float* p) {
     return v;
 }
 
+// volatile: the first round's loads must stay ahead of grid_dep_wait.
 __device__ __forceinline__ uint4 ld_kv(const half_t* p) {
     uint4 v;
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
     return v;
 }
 
@@ -65,8 +66,27 @@ extern "C" __global__ void __launch_bounds__(AW_WARPS * 32) attention_decode_war
             o[r] = (j < kend && j != p) ? (uint32_t)(kv_offset(bt[j / B], h, j % B, NH, B, HD) / 8) + sub : 0u;
         }
     };
+    // kr/vr: this lane's 16-byte pieces of the round's 8 keys (zero past
+    // kend). Cached keys (j < p) were written by earlier steps, which ended
+    // before this step's first kernel (launched without programmatic
+    // dependent launch), so the first round is read before the wait, while
+    // the qkv projection still runs; the new token (j == p) comes from qkv
+    // after it.
+    uint4 kr[8], vr[8];
+    auto load_round = [&](int j0) {
+#pragma unroll
+        for (int r = 0; r < 8; r++) {
+            const int j = j0 + 4 * r + kq;
+            kr[r] = vr[r] = make_uint4(0, 0, 0, 0);
+            if (j < kend && j != p) {
+                kr[r] = ld_kv(reinterpret_cast<const half_t*>(reinterpret_cast<const uint4*>(kc) + off[r]));
+                vr[r] = ld_kv(reinterpret_cast<const half_t*>(reinterpret_cast<const uint4*>(vc) + off[r]));
+            }
+        }
+    };
     lookup(kbeg, off);  // block tables are step inputs: before the wait
-    grid_dep_wait();     // qkv and the cache belong to earlier kernels
+    load_round(kbeg);
+    grid_dep_wait();     // qkv belongs to earlier kernels
     if (kbeg <= p && p < kend && kq == 0) {  // fused KV append of the new token
         size_t o = kv_offset(bt[p / B], h, p % B, NH, B, HD) + sub * 8;
         *(uint4*)(kc + o) = *(const uint4*)(qrow + C + sub * 8);
@@ -79,22 +99,13 @@ extern "C" __global__ void __launch_bounds__(AW_WARPS * 32) attention_decode_war
     float m = NEG_INF, l = 0.f, acc[8];
 #pragma unroll
     for (int i = 0; i < 8; i++) acc[i] = 0.f;
-    const uint4* k4 = reinterpret_cast<const uint4*>(kc);
-    const uint4* v4 = reinterpret_cast<const uint4*>(vc);
     for (int j0 = kbeg; j0 < kend; j0 += AW_ROUND) {
-        uint4 kr[8], vr[8];
+        if (j0 != kbeg) load_round(j0);
 #pragma unroll
         for (int r = 0; r < 8; r++) {
-            int j = j0 + 4 * r + kq;
-            kr[r] = vr[r] = make_uint4(0, 0, 0, 0);
-            if (j < kend) {
-                if (j == p) {  // the new token: from qkv, not the cache another lane is writing
-                    kr[r] = *(const uint4*)(qrow + C + sub * 8);
-                    vr[r] = *(const uint4*)(qrow + 2 * C + sub * 8);
-                } else {
-                    kr[r] = ld_kv(reinterpret_cast<const half_t*>(k4 + off[r]));
-                    vr[r] = ld_kv(reinterpret_cast<const half_t*>(v4 + off[r]));
-                }
+            if (j0 + 4 * r + kq == p) {  // the new token: from qkv, not the cache another lane is writing
+                kr[r] = *(const uint4*)(qrow + C + sub * 8);
+                vr[r] = *(const uint4*)(qrow + 2 * C + sub * 8);
             }
         }
         if (j0 + AW_ROUND < kend) lookup(j0 + AW_ROUND, off);  // overlaps the loads above

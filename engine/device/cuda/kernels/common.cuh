@@ -27,9 +27,11 @@ __device__ __forceinline__ half_t f2h(float f) {
 // calls grid_dep_wait before it reads anything an earlier kernel wrote or
 // writes anything: the wait returns once all earlier kernels have completed
 // and their memory is visible. What comes before the wait may read only
-// what no kernel writes (weights, the step's inputs copied from the host),
-// so a kernel's weight fetch overlaps the previous kernel's tail and the
-// launch latency.
+// what no kernel of this step writes (weights, the step's inputs copied
+// from the host, KV cache entries of earlier steps: each step's first
+// kernels launch without the attribute, so earlier steps have ended), so a
+// kernel's weight fetch overlaps the previous kernel's tail and the launch
+// latency.
 __device__ __forceinline__ void grid_dep_launch() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");

@@ -72,6 +72,12 @@ __device__ __forceinline__ void gemv_impl(void* out, int ldo, const half_t* x, i
                 pre_b[t][j] = n >= OC ? 0.f : mode == GEMV_RESIDUAL ? bias32[n] : mode == GEMV_OUT32 ? 0.f : h2f(bias16[n]);
             }
     }
+    if (LN && warp == 0) {  // LayerNorm weights into L1 (this SM's) for the staging below
+        for (int i = lane * 32; i < K; i += 32 * 32) {  // a 128-byte line per lane
+            prefetch_l1(lnw + i);
+            prefetch_l1(lnb + i);
+        }
+    }
     grid_dep_wait();  // activations and outputs belong to earlier kernels
     if (pre && mode == GEMV_RESIDUAL) {
 #pragma unroll
@@ -159,6 +165,12 @@ __device__ __forceinline__ void gemv_impl(void* out, int ldo, const half_t* x, i
         for (int t = 0; t < NT; t++) {
 #pragma unroll
             for (int e = 0; e < 4; e++) red[warp][t * 4 + e][lane] = acc[t][e];
+        }
+        // The next tile's first weights are requested before this tile's
+        // reduction and stores (the LM head loops over ~12 tiles a block).
+        if (tile + gridDim.x < ntiles && c_beg < c_end) {
+            load_w(tile + gridDim.x, c_beg);
+            preloaded = true;
         }
         __syncthreads();
         if (warp == 0) {

@@ -149,6 +149,14 @@ func run(o options) error {
 			}
 			record(fmt.Sprintf("decode step, batch %d, ctx %d (%s)", b, o.ctx, v.name), fmt.Sprintf("%.3f ms (%.0f tok/s)", ms, float64(b)/ms*1000))
 		}
+		if err := decodeVariants[0].set(d); err != nil {
+			return err
+		}
+		ms, err := decodeOverlapped(d, r, b, o, params, alloc)
+		if err != nil {
+			return fmt.Errorf("decode batch %d (overlapped): %w", b, err)
+		}
+		record(fmt.Sprintf("decode step, batch %d, ctx %d (graph, overlapped: step period)", b, o.ctx), fmt.Sprintf("%.3f ms (%.0f tok/s)", ms, float64(b)/ms*1000))
 	}
 	if err := decodeVariants[0].set(d); err != nil {
 		return err
@@ -272,13 +280,8 @@ func printTable(d *cuda.Device) {
 // With profile, per-op events are recorded (inside the captured graph) and
 // the per-op table is printed.
 func decodeStep(d *cuda.Device, r *rand.Rand, b int, o options, p sample.Params, alloc func(int) []int32, profile bool) (float64, error) {
-	seqs := make([]device.Seq, b)
-	for i := range seqs {
-		seqs[i] = device.Seq{SeqID: uint64(i), Tokens: randTokens(r, o.ctx), BlockTable: alloc(o.ctx + o.steps + 8), Sample: true,
-			Params: p, BannedToken: -1}
-		seqs[i].Params.Seed = r.Uint64()
-	}
-	if err := prefill(d, seqs, 8192); err != nil {
+	seqs, err := decodeSeqs(d, r, b, o, p, alloc)
+	if err != nil {
 		return 0, err
 	}
 	var out []device.Sampled
@@ -287,22 +290,14 @@ func decodeStep(d *cuda.Device, r *rand.Rand, b int, o options, p sample.Params,
 		if profile && (k == 2 || k == 5) {
 			d.EnableOpProfile() // at 2: start (graphs re-captured with events); at 5: drop the warm-up steps
 		}
-		batch := device.Batch{Seqs: make([]device.Seq, b)}
-		for i := range seqs {
-			s := seqs[i]
-			s.Tokens = []int32{int32(r.IntN(50000))}
-			s.StartPos = o.ctx + k
-			s.SampleIndex = k + 1
-			batch.Seqs[i] = s
-		}
+		batch := decodeBatch(seqs, o, k, int32(r.IntN(50000)))
 		if k == 5 && o.profileHook != nil {
 			if err := o.profileHook(true); err != nil {
 				return 0, err
 			}
 		}
 		t := time.Now()
-		var err error
-		if out, err = d.Forward(&batch, out); err != nil {
+		if out, err = d.Forward(batch, out); err != nil {
 			return 0, err
 		}
 		if k >= 5 {
@@ -320,6 +315,63 @@ func decodeStep(d *cuda.Device, r *rand.Rand, b int, o options, p sample.Params,
 			times[len(times)/2], d.OpProfile(o.steps))
 	}
 	return times[len(times)/2], nil
+}
+
+// decodeSeqs prefills b sequences of o.ctx tokens for decodeStep and
+// decodeOverlapped.
+func decodeSeqs(d *cuda.Device, r *rand.Rand, b int, o options, p sample.Params, alloc func(int) []int32) ([]device.Seq, error) {
+	seqs := make([]device.Seq, b)
+	for i := range seqs {
+		seqs[i] = device.Seq{SeqID: uint64(i), Tokens: randTokens(r, o.ctx), BlockTable: alloc(o.ctx + o.steps + 8), Sample: true,
+			Params: p, BannedToken: -1}
+		seqs[i].Params.Seed = r.Uint64()
+	}
+	return seqs, prefill(d, seqs, 8192)
+}
+
+// decodeBatch is decode step k of seqs, every sequence fed token tok
+// (device.FromPrevious: the token the previous step sampled, on the GPU).
+func decodeBatch(seqs []device.Seq, o options, k int, tok int32) *device.Batch {
+	batch := &device.Batch{Seqs: make([]device.Seq, len(seqs))}
+	for i := range seqs {
+		s := seqs[i]
+		s.Tokens = []int32{tok}
+		s.StartPos = o.ctx + k
+		s.SampleIndex = k + 1
+		batch.Seqs[i] = s
+	}
+	return batch
+}
+
+// decodeOverlapped runs o.steps decode steps as the engine does with overlap
+// scheduling (step k+1 submitted before step k is collected, fed its tokens
+// on the GPU) and returns the mean step period in ms after 5 warm-up steps:
+// the decode step time a serving engine sees, host work hidden.
+func decodeOverlapped(d *cuda.Device, r *rand.Rand, b int, o options, p sample.Params, alloc func(int) []int32) (float64, error) {
+	seqs, err := decodeSeqs(d, r, b, o, p, alloc)
+	if err != nil {
+		return 0, err
+	}
+	if err := d.Submit(decodeBatch(seqs, o, 0, int32(r.IntN(50000)))); err != nil {
+		return 0, err
+	}
+	var out []device.Sampled
+	var start time.Time
+	for k := 1; k < o.steps+5; k++ {
+		if err := d.Submit(decodeBatch(seqs, o, k, device.FromPrevious)); err != nil {
+			return 0, err
+		}
+		if out, err = d.Collect(out); err != nil {
+			return 0, err
+		}
+		if k == 5 {
+			start = time.Now()
+		}
+	}
+	if _, err = d.Collect(out); err != nil {
+		return 0, err
+	}
+	return float64(time.Since(start).Microseconds()) / 1000 / float64(o.steps), nil
 }
 
 // prefill runs the sequences' prompts in steps of at most maxTokens tokens.
