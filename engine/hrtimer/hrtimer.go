@@ -9,8 +9,10 @@
 // of µs, and used to spin for it, which on 2 cores starved the HTTP
 // goroutines they were measuring. A Linux timerfd, read through the
 // netpoller, wakes the goroutine when the kernel's hrtimer fires (measured
-// late p50 56 µs, p99 123 µs for the same sleeps) and costs no CPU while
-// waiting. Elsewhere a Timer is a plain Go timer.
+// late p50 50 µs, p99 112 µs for the same sleeps; BenchmarkLateness) and
+// costs no CPU while waiting. The read also carries the target as its
+// deadline, a runtime timer, which a busy process notices sooner than an fd
+// event. Elsewhere a Timer is a plain Go timer.
 package hrtimer
 
 import (

@@ -87,9 +87,12 @@ func (t *Timer) SleepUntil(ctx context.Context, target time.Time) error {
 // deadline too: whichever notices first ends the wait. The fd is exact when
 // the process is idle (the runtime blocks in epoll, which the timerfd wakes
 // on time, where its own timer would wake a millisecond late); the deadline
-// is a runtime timer, which a busy process checks on every goroutine switch,
-// whereas an fd event waits until some P runs out of work (measured: wake-ups
-// up to 5 ms late on the fd alone with both cores busy).
+// is a runtime timer, which a busy process checks on every goroutine switch
+// (and whose goroutine runs next), whereas an fd event waits until some P
+// runs out of work and queues its goroutine behind the others. Measured on
+// the sim server with 256 streams of 1 ms steps on 2 cores, 3 runs each:
+// 195-205k tok/s, TPOT p50 1.09-1.17 ms with the deadline; 176-194k tok/s,
+// 1.19-1.28 ms with the fd alone.
 func (t *Timer) wait(ctx context.Context, target time.Time) error {
 	t.spec.Value = unix.NsecToTimespec(t.refMono + int64(target.Sub(t.refWall)))
 	if err := t.conn.Control(t.arm); err != nil {
