@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/roseinfer/roseinfer/engine/hrtimer"
 	"github.com/roseinfer/roseinfer/harness/backend"
 	"github.com/roseinfer/roseinfer/results"
 )
@@ -107,11 +108,13 @@ func simOptions(t *testing.T, stepUS int, extra ...string) OnlineOptions {
 }
 
 // schedProbe measures how late this process's goroutines wake while a test
-// runs: a goroutine sleeps 1 ms at a time and records by how much each
-// wake-up missed its target. On a quiet machine that is tens of µs; on a
-// loaded one (go test runs packages in parallel on 2 cores) it is
-// milliseconds, and every latency the harness measures is late by as much
-// without any fault of the harness. The fidelity test widens its median
+// runs: a goroutine sleeps 1 ms at a time on an hrtimer (a Go timer alone
+// is up to 1 ms late on an idle Linux process, which would hide the noise
+// under its own granularity) and records by how much each wake-up missed
+// its target. On a quiet machine that is tens of µs; on a loaded one (go
+// test runs packages in parallel on 2 cores) it is milliseconds, and every
+// latency the harness measures is late by as much without any fault of the
+// harness. The fidelity test widens its median
 // bounds by this noise and judges tails only when the noise is below the
 // bound. BENCH_FIDELITY_STRICT=1 makes the probe report zero: every bound is
 // then asserted as stated (for a quiet machine; docs/BENCHMARKS.md).
@@ -121,10 +124,15 @@ type schedProbe struct {
 	late []float64 // ms
 }
 
-func startProbe() *schedProbe {
+func startProbe(t *testing.T) *schedProbe {
+	timer, err := hrtimer.New()
+	if err != nil {
+		t.Fatal(err)
+	}
 	p := &schedProbe{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
+		defer timer.Close()
 		for {
 			select {
 			case <-p.stop:
@@ -132,7 +140,9 @@ func startProbe() *schedProbe {
 			default:
 			}
 			target := time.Now().Add(time.Millisecond)
-			time.Sleep(time.Millisecond)
+			if err := timer.SleepUntil(context.Background(), target); err != nil {
+				return
+			}
 			p.late = append(p.late, float64(time.Since(target))/1e6)
 		}
 	}()
@@ -177,7 +187,7 @@ func fidelityRun(t *testing.T) ([]string, bool) {
 	// while keeping the client's reading work small on a shared machine.
 	o.TracePath = burstTrace(t, 300, 200, 16, 8)
 	o.N = 300
-	probe := startProbe()
+	probe := startProbe(t)
 	rep, err := Online(context.Background(), context.Background(), o)
 	noise50, noise99 := probe.finish()
 	if err != nil {
@@ -275,7 +285,7 @@ func TestSimMultiTokenChunks(t *testing.T) {
 	o := simOptions(t, 1000, "--stream-interval", "4")
 	o.TracePath = burstTrace(t, 20, 20, 16, 33)
 	o.N = 20
-	probe := startProbe()
+	probe := startProbe(t)
 	rep, err := Online(context.Background(), context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
