@@ -27,13 +27,6 @@ type Config struct {
 	// OverlapSchedule plans and submits step N+1 while step N runs, when the
 	// device is a device.AsyncDevice; other devices run synchronously.
 	OverlapSchedule bool
-	// OverlapMinSeqs: with OverlapSchedule, a submitted step stays on the
-	// device while the next is planned only when it carries at least this
-	// many sequences; smaller steps are collected first. Overlap hides the
-	// host's share of a step, which matters at large batches, but a request
-	// that arrives meanwhile waits for two steps (the one running and the
-	// one already queued) instead of one. 0 or 1: every step.
-	OverlapMinSeqs int
 	// Observer, when set, is told when each phase of a step begins and ends
 	// (engine/profile's recorder, NVTX ranges); nil costs one comparison
 	// per phase.

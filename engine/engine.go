@@ -329,7 +329,7 @@ func (e *Engine) step() {
 	if len(plan) > 0 {
 		e.submit(plan)
 	}
-	keep := e.numToLeaveInFlight(len(plan))
+	keep := e.numToLeaveInFlight(len(plan) > 0)
 	for e.flights.n > keep {
 		e.collect()
 	}
@@ -337,12 +337,10 @@ func (e *Engine) step() {
 
 // numToLeaveInFlight is how many submitted steps stay on the device while the
 // loop goes round: one with overlap, none when nothing new was submitted (the
-// last results are due), when the step just submitted has fewer than
-// Config.OverlapMinSeqs sequences, when the scheduler waits for a drain to
-// preempt, or when the submit failed.
-func (e *Engine) numToLeaveInFlight(submittedSeqs int) int {
-	if e.async == nil || submittedSeqs == 0 || submittedSeqs < e.cfg.OverlapMinSeqs || e.sched.NeedsDrain() ||
-		e.flights.newest().err != nil {
+// last results are due), when the scheduler waits for a drain to preempt, or
+// when the submit failed.
+func (e *Engine) numToLeaveInFlight(submitted bool) int {
+	if e.async == nil || !submitted || e.sched.NeedsDrain() || e.flights.newest().err != nil {
 		return 0
 	}
 	return 1

@@ -9,7 +9,6 @@ import (
 	"github.com/roseinfer/roseinfer/engine/device"
 	"github.com/roseinfer/roseinfer/engine/device/cpu"
 	"github.com/roseinfer/roseinfer/engine/device/sim"
-	"github.com/roseinfer/roseinfer/engine/sample"
 )
 
 // countingDevice records how many steps the engine had on the device at
@@ -17,28 +16,17 @@ import (
 type countingDevice struct {
 	*sim.Device
 	numInFlight, maxInFlight, numSubmits int
-	inFlightSeqs                         []int // sequences of each step on the device, oldest first
-	// smallestOverlapped is the fewest sequences a step had when another
-	// was submitted behind it (0: never).
-	smallestOverlapped int
 }
 
 func (c *countingDevice) Submit(b *device.Batch) error {
 	c.numSubmits++
 	c.numInFlight++
 	c.maxInFlight = max(c.maxInFlight, c.numInFlight)
-	for _, n := range c.inFlightSeqs {
-		if c.smallestOverlapped == 0 || n < c.smallestOverlapped {
-			c.smallestOverlapped = n
-		}
-	}
-	c.inFlightSeqs = append(c.inFlightSeqs, len(b.Seqs))
 	return c.Device.Submit(b)
 }
 
 func (c *countingDevice) Collect(out []device.Sampled) ([]device.Sampled, error) {
 	c.numInFlight--
-	c.inFlightSeqs = c.inFlightSeqs[1:]
 	return c.Device.Collect(out)
 }
 
@@ -289,37 +277,4 @@ func mustSubmit(t *testing.T, e *Engine, req *Request) *Stream {
 		t.Fatal(err)
 	}
 	return s
-}
-
-// TestOverlapMinSeqs: with OverlapMinSeqs, a step stays on the device while
-// the next is submitted only when it has at least that many sequences; a
-// workload that starts wide and narrows as requests finish must overlap the
-// wide steps, run the narrow ones synchronously, and give the tokens of a
-// fully synchronous run.
-func TestOverlapMinSeqs(t *testing.T) {
-	const minSeqs = 6
-	var reqs []Request
-	for i := range 12 {
-		reqs = append(reqs, Request{PromptTokens: []int32{int32(10 + i), 3, 4}, Params: sample.Params{Temperature: 0.8, TopP: 1, Seed: uint64(i)}, HasSeed: true, MaxTokens: 4 + 3*i, IgnoreEOS: true})
-	}
-	var results [2][]result
-	var dev [2]*countingDevice
-	for i, overlap := range []bool{false, true} {
-		cfg := baseConfig()
-		cfg.OverlapSchedule, cfg.OverlapMinSeqs = overlap, minSeqs
-		dev[i] = &countingDevice{Device: newSim(t, sim.Options{EOSAt: eosAt})}
-		e := newEngine(t, cfg, dev[i])
-		results[i] = runWorkload(t, e, reqs)
-		e.Close()
-	}
-	for i := range reqs {
-		if !slices.Equal(results[0][i].tokens, results[1][i].tokens) {
-			t.Fatalf("request %d: sync %v, overlap %v", i, results[0][i].tokens, results[1][i].tokens)
-		}
-	}
-	d := dev[1]
-	if d.maxInFlight != 2 || d.smallestOverlapped < minSeqs {
-		t.Fatalf("overlap had at most %d steps in flight and overlapped a step of %d sequences; want 2 and >= %d",
-			d.maxInFlight, d.smallestOverlapped, minSeqs)
-	}
 }

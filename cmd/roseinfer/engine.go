@@ -43,7 +43,6 @@ func (o *engineOptions) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.MaxPending, "max-inflight-requests", o.MaxPending, "alias of --max-pending (see docs/roseinfer-flags.md for the difference)")
 	boolPair(fs, &o.CUDAGraph, "cuda-graph", "cuda device: replay decode steps as CUDA graphs (ignored by cpu and sim)")
 	boolPair(fs, &o.OverlapSchedule, "overlap-schedule", "sim and cuda: plan step N+1 while step N runs (cpu runs synchronously)")
-	fs.IntVar(&o.OverlapMinSeqs, "overlap-min-seqs", o.OverlapMinSeqs, fmt.Sprintf("with overlap, keep a step in flight only when it has at least this many sequences (0 = %d on cuda, every step elsewhere)", launch.DefaultCUDAOverlapMinSeqs))
 	fs.Float64Var(&o.GPUMemoryUtilization, "gpu-memory-utilization", o.GPUMemoryUtilization, "cuda device: fraction of GPU memory for weights, activations and KV cache when --kv-cache-tokens is 0")
 }
 

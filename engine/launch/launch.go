@@ -51,11 +51,7 @@ type Options struct {
 	// OverlapSchedule (--overlap-schedule) plans step N+1 while step N runs
 	// on devices that run asynchronously (sim and cuda); cpu runs
 	// synchronously whatever it says.
-	OverlapSchedule bool
-	// OverlapMinSeqs (--overlap-min-seqs): the smallest step that stays in
-	// flight with overlap (engine.Config.OverlapMinSeqs); 0 = the device's
-	// default, DefaultCUDAOverlapMinSeqs on cuda and every step elsewhere.
-	OverlapMinSeqs       int
+	OverlapSchedule      bool
 	GPUMemoryUtilization float64 // --gpu-memory-utilization: cuda, when KVCacheTokens is 0
 
 	// Observer, when set, is told the phases of every engine step
@@ -66,12 +62,6 @@ type Options struct {
 	// (engine/profile's Recorder.ObserveDevice).
 	OnDevice func(dev device.Device)
 }
-
-// DefaultCUDAOverlapMinSeqs is cuda's OverlapMinSeqs. Measured on the H100
-// (docs/BENCHMARKS.md): at the online trace's few concurrent sequences
-// overlap added one decode step (~0.3 ms) to TTFT and saved ~3% of TPOT; at
-// batch 128 offline it is worth ~3% of throughput.
-const DefaultCUDAOverlapMinSeqs = 32
 
 // BuiltinPreset is the model built when Options.ModelDir is empty.
 const BuiltinPreset = "tiny"
@@ -98,14 +88,6 @@ func Defaults() Options {
 	}
 }
 
-// overlapMinSeqs resolves OverlapMinSeqs for the chosen device.
-func (o *Options) overlapMinSeqs(device string) int {
-	if o.OverlapMinSeqs == 0 && device == "cuda" {
-		return DefaultCUDAOverlapMinSeqs
-	}
-	return o.OverlapMinSeqs
-}
-
 // Validate checks the numbers and the device name before anything is loaded.
 func (o *Options) Validate() error {
 	switch {
@@ -113,8 +95,6 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--max-num-seqs must be at least 1, got %d", o.MaxNumSeqs)
 	case o.MaxNumBatchedTokens < 1:
 		return fmt.Errorf("--max-num-batched-tokens must be at least 1, got %d", o.MaxNumBatchedTokens)
-	case o.OverlapMinSeqs < 0:
-		return fmt.Errorf("--overlap-min-seqs must be 0 (the device's default) or more, got %d", o.OverlapMinSeqs)
 	case o.PrefillChunkSize < 1:
 		return fmt.Errorf("--prefill-chunk-size must be at least 1, got %d", o.PrefillChunkSize)
 	case o.BlockSizeTokens < 1:

@@ -29,7 +29,6 @@ func TestValidateRejects(t *testing.T) {
 		"sim-step":      func(o *Options) { o.SimStep = -time.Microsecond },
 		"gpu-mem-zero":  func(o *Options) { o.GPUMemoryUtilization = 0 },
 		"gpu-mem-above": func(o *Options) { o.GPUMemoryUtilization = 1.5 },
-		"overlap-min":   func(o *Options) { o.OverlapMinSeqs = -1 },
 	} {
 		o := Defaults()
 		mod(&o)
@@ -40,22 +39,6 @@ func TestValidateRejects(t *testing.T) {
 	o := Defaults()
 	if err := o.Validate(); err != nil {
 		t.Errorf("defaults rejected: %v", err)
-	}
-}
-
-// TestOverlapMinSeqsDefault: 0 means 32 on cuda and every step elsewhere;
-// a value given is kept on every device.
-func TestOverlapMinSeqsDefault(t *testing.T) {
-	for _, c := range []struct {
-		given  int
-		device string
-		want   int
-	}{{0, "cuda", DefaultCUDAOverlapMinSeqs}, {0, "sim", 0}, {0, "cpu", 0}, {5, "cuda", 5}, {5, "sim", 5}} {
-		o := Defaults()
-		o.OverlapMinSeqs = c.given
-		if got := o.overlapMinSeqs(c.device); got != c.want {
-			t.Errorf("--overlap-min-seqs %d on %s: %d, want %d", c.given, c.device, got, c.want)
-		}
 	}
 }
 

@@ -65,7 +65,6 @@ func (r *Resolved) Start(log *slog.Logger) (*Running, error) {
 		MaxModelLen:         r.Model.MaxSeqLen,
 		EOSToken:            r.Model.EOSTokenID,
 		OverlapSchedule:     o.OverlapSchedule,
-		OverlapMinSeqs:      o.overlapMinSeqs(r.Device),
 		Observer:            observer,
 	}, dev)
 	if err != nil {
