@@ -33,6 +33,7 @@ offline_rc=$?
 "$bin/bench" online --backends roseinfer --device cuda --model "$model" --n 200 --scales 0.4 --max-output-len 128 \
 	--variant nograph=--no-cuda-graph --variant nooverlap=--no-overlap-schedule \
 	--variant nocache=--no-prefix-cache --variant nochunk=--no-chunked-prefill \
+	--repeat 2 \
 	--output-dir "$runs" >"$out/online.log" 2>&1
 online_rc=$?
 
