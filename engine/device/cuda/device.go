@@ -105,8 +105,8 @@ type Device struct {
 
 	kEncoder, kResolve, kLayerNorm, kResidualAdd, kKVWrite, kDecode, kCombine, kPrefill, kSample kernel
 	kGemv                                                                                        [2][2][2]kernel // [layernorm][rows > 8][2 column tiles]
-	kSkinny                                                                                      kernel
-	warpDecode, gemvOK                                                                           bool
+	kSkinny                                                                                      [2]kernel       // gemm_skinny_n32, _n64
+	warpDecode, gemvOK, skinnyOK                                                                 bool
 	noFusedResidual, residualTried                                                               bool
 
 	stage     [2]staging // pinned host buffers, alternating so one step can be queued while another runs
@@ -250,20 +250,6 @@ func (d *Device) init(w *model.Weights) error {
 		}
 	}
 	if err := g.drv.memsetD32Async(d.act.attnCount, 0, M*c.NumHeads, g.stream); err != nil {
-		return err
-	}
-	skFloats := max(1, d.skinnyWorkFloats())
-	if d.act.skWork, err = g.drv.memAlloc(4 * skFloats); err != nil {
-		return fmt.Errorf("cuda: gemm_skinny workspace: %w", err)
-	}
-	if err := g.drv.memsetD32Async(d.act.skWork, 0, skFloats, g.stream); err != nil { // the splits add into zeros
-		return err
-	}
-	skTiles := ceilDiv(4*C, skinnyCols)
-	if d.act.skCount, err = g.drv.memAlloc(4 * skTiles); err != nil {
-		return err
-	}
-	if err := g.drv.memsetD32Async(d.act.skCount, 0, skTiles, g.stream); err != nil {
 		return err
 	}
 	for i := range d.stage {
@@ -494,7 +480,7 @@ func (d *Device) closeLocked() {
 		d.stats.report(g.blas)
 	}
 	d.dropGraphs()
-	for _, p := range []devPtr{d.act.residual, d.act.ln, d.act.qkv, d.act.attn, d.act.fc, d.act.delta, d.act.lnf, d.act.attnPart, d.act.attnCount, d.act.skWork, d.act.skCount,
+	for _, p := range []devPtr{d.act.residual, d.act.ln, d.act.qkv, d.act.attn, d.act.fc, d.act.delta, d.act.lnf, d.act.attnPart, d.act.attnCount,
 		d.act.logits, d.act.outTok, d.act.outLP, d.act.inputs, d.kvBase, d.w.base} {
 		g.drv.memFree(p)
 	}

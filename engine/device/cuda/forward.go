@@ -16,8 +16,6 @@ type activations struct {
 	delta     devPtr // (N, C) fp16: projection output when the GEMM cannot accumulate in fp32
 	attnPart  devPtr // (M, NH, maxDecodeSplits, HD+2) fp32: split decode partials
 	attnCount devPtr // (M, NH) int32: splits done per (sequence, head), zero between launches
-	skWork    devPtr // gemm_skinny's split partial sums (fp32)
-	skCount   devPtr // gemm_skinny's splits done per column tile, zero between launches
 	lnf       devPtr // (M, C) fp16: final LayerNorm at sampled rows
 	logits    devPtr // (M, Vp) fp32
 	outTok    devPtr // (M) int32: sampled ids (also the previous step's samples for overlap)
@@ -336,7 +334,7 @@ func (d *Device) resolveKernels() error {
 	// gemv.cu stages LayerNorm rows of up to 1024 channels and reads K in
 	// 32-wide chunks, rows in 16-byte pieces of 4 channels.
 	d.gemvOK = d.cfg.Channels%128 == 0 && d.cfg.Channels <= gemvMaxChannels
-	if err := get(&d.kSkinny, "gemm_skinny"); err != nil {
+	if err := d.resolveSkinny(get); err != nil {
 		return err
 	}
 	for ln := 0; ln < 2; ln++ {
@@ -348,5 +346,43 @@ func (d *Device) resolveKernels() error {
 			}
 		}
 	}
+	return nil
+}
+
+// resolveSkinny loads gemm_skinny's two variants and, on GPUs with
+// thread-block clusters (compute capability 9+), lets them have the shared
+// memory the model's projections need; elsewhere the projections stay on
+// cuBLASLt.
+func (d *Device) resolveSkinny(get func(*kernel, string) error) error {
+	for i, name := range []string{"gemm_skinny_n32", "gemm_skinny_n64"} {
+		if err := get(&d.kSkinny[i], name); err != nil {
+			return err
+		}
+	}
+	d.skinnyOK = false
+	if !d.gemvOK || d.g.ccMajor < 9 {
+		return nil
+	}
+	C := d.cfg.Channels
+	need := [2]int{}
+	for _, s := range [][2]int{{3 * C, C}, {C, C}, {4 * C, C}, {C, 4 * C}} {
+		sh := skinnyShapeFor(d.g.smCount, s[0], s[1])
+		if sh.bn == 0 {
+			return nil // no shape fits: cuBLASLt
+		}
+		need[sh.bn/64] = max(need[sh.bn/64], sh.smem)
+	}
+	for i, bytes := range need {
+		if bytes == 0 {
+			continue
+		}
+		if bytes > d.g.smemOptIn {
+			return nil // too little shared memory: cuBLASLt
+		}
+		if err := d.g.setMaxDynamicSmem(d.kSkinny[i], bytes); err != nil {
+			return err
+		}
+	}
+	d.skinnyOK = true
 	return nil
 }

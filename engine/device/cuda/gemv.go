@@ -93,46 +93,68 @@ func (d *Device) gemv(out devPtr, ldo int, x devPtr, ldx int, w, bias32 devPtr, 
 
 // Medium batches (gemm_skinny.cu): steps of maxGemvRows+1 .. maxSkinnyRows
 // token rows run the four layer projections through the split-K tensor-core
-// kernel instead of cuBLASLt (LayerNorm stays a kernel of its own).
+// kernel, its splits meeting in a thread-block cluster (Hopper), instead of
+// cuBLASLt (LayerNorm stays a kernel of its own).
 
 const (
-	maxSkinnyRows = 128 // two warps of 64 rows per block
-	skinnyCols    = 64  // SK_BN
-	// skinnyBlocksPerSM is SK_MIN_BLOCKS: the registers allow two blocks.
-	skinnyBlocksPerSM = 2
+	maxSkinnyRows     = 128 // SK_ROWS
+	skinnyPad         = 8   // SK_PAD
+	maxSkinnySplits   = 8   // the portable cluster size
+	skinnyBlocksPerSM = 2   // shared memory permitting; a second wave of blocks would double the time
 )
+
+// skinnyShape is how gemm_skinny covers an (oc, K) projection: bn output
+// columns per block, S splits of K, smem bytes of dynamic shared memory per
+// block.
+type skinnyShape struct{ bn, splits, smem int }
+
+// skinnyShapeFor picks the shape that loads the fewest bytes into the
+// busiest SM: every block copies all rows of its x slice and its bn weight
+// rows, so wide tiles re-read x less and more splits shorten each slice,
+// while blocks beyond one per SM (two at most, shared memory permitting)
+// add up. Blocks that do not fit at once are never chosen (a second wave
+// would double the time); a tie goes to fewer splits (less to sum).
+func skinnyShapeFor(smCount, oc, K int) skinnyShape {
+	best, bestCost := skinnyShape{}, 0
+	for _, bn := range []int{64, 32} {
+		tiles := ceilDiv(oc, bn)
+		for S := 1; S <= min(maxSkinnySplits, K/32); S++ {
+			kl := ceilDiv(K/32, S) * 32 // the longest slice
+			smem := max((maxSkinnyRows+bn)*(kl+skinnyPad)*2, maxSkinnyRows*(bn+4)*4)
+			perSM := min(skinnyBlocksPerSM, smemPerSM/(smem+1024))
+			blocks := tiles * S
+			if perSM == 0 || blocks > perSM*smCount {
+				continue
+			}
+			cost := ceilDiv(blocks, smCount) * (maxSkinnyRows + bn) * kl
+			if bestCost == 0 || cost < bestCost {
+				best, bestCost = skinnyShape{bn: bn, splits: S, smem: smem}, cost
+			}
+		}
+	}
+	return best
+}
+
+// smemPerSM is an H100's shared memory per SM (228 KiB, 1 KiB of it per
+// block reserved): used to count how many gemm_skinny blocks fit on an SM.
+const smemPerSM = 228 << 10
 
 // useSkinny reports whether the layer projections over rows token rows go
 // through gemm_skinny.cu.
 func (d *Device) useSkinny(rows int) bool {
-	return d.gemvOK && rows > 0 && rows <= d.opts.SkinnyGemmRows && rows <= maxSkinnyRows
-}
-
-// skinnySplits is the split-K factor for an (oc, K) projection: as many
-// blocks as fit on the GPU at once (skinnyBlocksPerSM each; a second wave
-// would double the time), at least two 32-wide chunks per split.
-func skinnySplits(smCount, oc, K int) int {
-	return max(1, min(K/32/2, skinnyBlocksPerSM*smCount/ceilDiv(oc, skinnyCols)))
-}
-
-// skinnyWorkFloats is the fp32 workspace where the splits of an fp16-output
-// projection (qkv, fc) meet, at maxSkinnyRows rows: zero between launches.
-// The residual projections add into the residual stream itself.
-func (d *Device) skinnyWorkFloats() int {
-	C, most := d.cfg.Channels, 0
-	for _, s := range [][2]int{{3 * C, C}, {4 * C, C}} {
-		oc, K := s[0], s[1]
-		if skinnySplits(d.g.smCount, oc, K) > 1 {
-			most = max(most, maxSkinnyRows*ceilDiv(oc, skinnyCols)*skinnyCols)
-		}
-	}
-	return most
+	return d.skinnyOK && rows > 0 && rows <= d.opts.SkinnyGemmRows && rows <= maxSkinnyRows
 }
 
 // skinny: out(rows, oc) = x(rows, K; row stride ldx) @ w^T with the epilogue
 // mode (bias16 for the fp16 modes, bias32 for the residual one).
 func (d *Device) skinny(out devPtr, ldo int, x devPtr, ldx int, w, bias16, bias32 devPtr, rows, K, oc, mode int) error {
-	return d.g.launch(d.kSkinny, ceilDiv(oc, skinnyCols), skinnySplits(d.g.smCount, oc, K), 1, 256, 0,
+	sh := skinnyShapeFor(d.g.smCount, oc, K)
+	return d.g.skinnyGemm(d.kSkinny[sh.bn/64], sh, out, ldo, x, ldx, w, bias16, bias32, rows, K, oc, mode)
+}
+
+// skinnyGemm launches one gemm_skinny_n<bn> over sh.
+func (g *gpu) skinnyGemm(k kernel, sh skinnyShape, out devPtr, ldo int, x devPtr, ldx int, w, bias16, bias32 devPtr, rows, K, oc, mode int) error {
+	return g.launchCluster(k, ceilDiv(oc, sh.bn), sh.splits, sh.splits, 256, sh.smem,
 		argPtr(out), argInt(ldo), argPtr(x), argInt(ldx), argPtr(w), argPtr(bias16), argPtr(bias32),
-		argInt(rows), argInt(K), argInt(oc), argInt(mode), argPtr(d.act.skWork), argPtr(d.act.skCount))
+		argInt(rows), argInt(K), argInt(oc), argInt(mode))
 }

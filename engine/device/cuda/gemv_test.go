@@ -160,35 +160,44 @@ func runGemvCase(t *testing.T, g *gpu, r *rand.Rand, kname string, ln bool, M, K
 	}
 }
 
-// TestSkinnyGemm runs gemm_skinny over row counts around its 16-row blocks
-// and 64-row warp halves, shapes with partial column tiles, one split and
-// several (the splits meet by reductions at L2; for the fp16 and fp32-out
-// epilogues the last block of a tile applies the epilogue and must reset its
-// tile counter and zero its workspace), in each epilogue, against a float64
-// reference; outputs start poisoned (random for the residual epilogue) and
-// columns past OC must stay untouched. Odd OC and odd output strides take the
-// scalar reductions.
+// TestSkinnyGemm runs gemm_skinny over row counts around its 16-row MMA
+// tiles and 32-row warp groups, both column widths, shapes with partial
+// column tiles, one split and several (a cluster whose blocks sum each
+// other's partial tiles), the model's own shapes (skinnyShapeFor), in each
+// epilogue, against a float64 reference; outputs start poisoned (random for
+// the residual epilogue) and columns past OC must stay untouched. It needs
+// thread-block clusters (compute capability 9+).
 func TestSkinnyGemm(t *testing.T) {
-	testGPU(t)
+	g := testGPU(t)
+	if g.ccMajor < 9 {
+		t.Skipf("%s has no thread-block clusters", g.arch)
+	}
 	r := rand.New(rand.NewPCG(41, 42))
-	for i, c := range []struct{ M, K, OC, mode, splits int }{
-		{17, 768, 2304, gemvOut16Bias, 4},
-		{128, 768, 3072, gemvOut16BiasGelu, 3},
-		{64, 3072, 768, gemvResidual, 11},
-		{65, 768, 768, gemvResidual, 1},
-		{100, 256, 100, gemvOut32, 2},
-		{40, 256, 40, gemvOut16Bias, 4},
-		{33, 256, 99, gemvResidual, 3},
-		{20, 256, 99, gemvOut16BiasGelu, 2},
+	for i, c := range []struct{ M, K, OC, mode, bn, splits int }{
+		{17, 768, 2304, gemvOut16Bias, 64, 4},
+		{128, 768, 3072, gemvOut16BiasGelu, 64, 3},
+		{64, 3072, 768, gemvResidual, 32, 5},
+		{65, 768, 768, gemvResidual, 32, 2},
+		{100, 256, 100, gemvOut32, 64, 2},
+		{40, 256, 40, gemvOut16Bias, 32, 8},
+		{33, 256, 99, gemvResidual, 64, 3},
+		{20, 256, 99, gemvOut16BiasGelu, 32, 7},
+		{128, 768, 2304, gemvOut16Bias, 0, 0}, // 0: the shape the device picks
+		{97, 3072, 768, gemvResidual, 0, 0},
 	} {
-		t.Run(fmt.Sprintf("M%d_K%d_OC%d_mode%d_split%d", c.M, c.K, c.OC, c.mode, c.splits), func(t *testing.T) {
-			g := testGPU(t)
-			runSkinnyCase(t, g, r, c.M, c.K, c.OC, c.mode, c.splits, i%2 == 0)
+		t.Run(fmt.Sprintf("M%d_K%d_OC%d_mode%d_bn%d_split%d", c.M, c.K, c.OC, c.mode, c.bn, c.splits), func(t *testing.T) {
+			g := testGPU(t) // binds the context on this subtest's thread
+			sh := skinnyShapeFor(g.smCount, c.OC, c.K)
+			if c.bn != 0 {
+				sh = skinnyShape{bn: c.bn, splits: c.splits}
+				sh.smem = max((maxSkinnyRows+c.bn)*(ceilDiv(c.K/32, c.splits)*32+skinnyPad)*2, maxSkinnyRows*(c.bn+4)*4)
+			}
+			runSkinnyCase(t, g, r, c.M, c.K, c.OC, c.mode, sh, i%2 == 0)
 		})
 	}
 }
 
-func runSkinnyCase(t *testing.T, g *gpu, r *rand.Rand, M, K, OC, mode, splits int, twice bool) {
+func runSkinnyCase(t *testing.T, g *gpu, r *rand.Rand, M, K, OC, mode int, sh skinnyShape, twice bool) {
 	ldo, ldx := OC+24, K+8
 	W := roundF16(randn(r, OC*K, 1/float32(math.Sqrt(float64(K)))))
 	bias := randn(r, OC, 0.5)
@@ -205,29 +214,18 @@ func runSkinnyCase(t *testing.T, g *gpu, r *rand.Rand, M, K, OC, mode, splits in
 		copy(init, randn(r, M*ldo, 1))
 		out = upload(t, g, init)
 	}
-	tiles := ceilDiv(OC, skinnyCols)
-	workFloats := M * tiles * skinnyCols
-	work := upload(t, g, make([]float32, workFloats)) // zero, as the device keeps it
-	counts := upload(t, g, make([]int32, tiles))
+	k := g.kernel(fmt.Sprintf("gemm_skinny_n%d", sh.bn))
+	if err := g.setMaxDynamicSmem(k, sh.smem); err != nil {
+		t.Fatal(err)
+	}
 	dx, dW, db16, db32 := upload(t, g, toF16(x)), upload(t, g, toF16(W)), upload(t, g, toF16(bias16)), upload(t, g, bias)
 	launches := 1
 	if twice && mode != gemvResidual {
-		launches = 2 // the counters must be back at zero for a second launch
+		launches = 2 // nothing may depend on state a launch leaves behind
 	}
 	for i := 0; i < launches; i++ {
-		if err := g.launch(g.kernel("gemm_skinny"), tiles, splits, 1, 256, 0, argPtr(out), argInt(ldo), argPtr(dx), argInt(ldx),
-			argPtr(dW), argPtr(db16), argPtr(db32), argInt(M), argInt(K), argInt(OC), argInt(mode), argPtr(work), argPtr(counts)); err != nil {
+		if err := g.skinnyGemm(k, sh, out, ldo, dx, ldx, dW, db16, db32, M, K, OC, mode); err != nil {
 			t.Fatal(err)
-		}
-	}
-	for i, c := range download[int32](t, g, counts, tiles) {
-		if c != 0 {
-			t.Fatalf("tile counter %d left at %d", i, c)
-		}
-	}
-	for i, v := range download[float32](t, g, work, workFloats) {
-		if v != 0 {
-			t.Fatalf("workspace float %d left at %v", i, v)
 		}
 	}
 	var got []float32

@@ -43,7 +43,11 @@ type gpu struct {
 	// previous one finishes and waits inside (grid_dep_wait in common.cuh).
 	pdl       bool
 	launchCfg *launchConfig // C memory: CUlaunchConfig
-	attrAddr  uintptr       // C memory: one CUlaunchAttribute
+	attrAddr  uintptr       // C memory: two CUlaunchAttributes, PDL then cluster dimension
+	// clusterDims is the cluster attribute's value (x, y, z), in attrAddr's memory.
+	clusterDims *[3]uint32
+	// smemOptIn is the most dynamic shared memory a block may ask for.
+	smemOptIn int
 }
 
 // launchConfig is CUlaunchConfig (cuda.h), 56 bytes.
@@ -56,6 +60,7 @@ type launchConfig struct {
 }
 
 const (
+	launchAttrClusterDimension          = 4  // CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
 	launchAttrProgrammaticSerialization = 6  // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
 	launchAttrBytes                     = 72 // CUlaunchAttribute: id, pad to 8, 64-byte value union
 )
@@ -111,7 +116,7 @@ var kernelNames = []string{
 	"encoder_forward", "resolve_tokens", "layernorm_forward", "residual_add", "gather_rows_f16", "kv_write",
 	"attention_decode_32", "attention_decode_64", "attention_decode_128", "attention_decode_combine",
 	"attention_prefill_32", "attention_prefill_64", "attention_prefill_128", "attention_prefill_mma_64",
-	"sample_rows", "attention_decode_warp_64", "gemm_skinny",
+	"sample_rows", "attention_decode_warp_64", "gemm_skinny_n32", "gemm_skinny_n64",
 }
 
 // openGPU initialises the device on the calling goroutine's OS thread, which
@@ -160,10 +165,13 @@ func openGPU() (*gpu, error) {
 	g.argPtrs = unsafe.Slice((*uintptr)(ptrs), maxKernelArgs)
 	g.argSlotsAddr, g.argPtrsAddr = uintptr(slots), uintptr(ptrs)
 	cfg, _ := g.argArena.alloc(int(unsafe.Sizeof(launchConfig{})))
-	attr, _ := g.argArena.alloc(launchAttrBytes)
+	attr, _ := g.argArena.alloc(2 * launchAttrBytes)
 	g.launchCfg, g.attrAddr = (*launchConfig)(cfg), uintptr(attr)
 	*(*uint32)(attr) = launchAttrProgrammaticSerialization
 	*(*int32)(unsafe.Add(attr, 8)) = 1 // programmaticStreamSerializationAllowed
+	*(*uint32)(unsafe.Add(attr, launchAttrBytes)) = launchAttrClusterDimension
+	g.clusterDims = (*[3]uint32)(unsafe.Add(attr, launchAttrBytes+8)) // set per launch
+	g.smemOptIn, _ = d.deviceAttr(g.dev, attrMaxSharedPerBlockOpt)
 
 	if g.nv, err = loadNVRTC(); err != nil {
 		return nil, err

@@ -206,4 +206,42 @@ func (g *gpu) launch(k kernel, gridX, gridY, gridZ, block, smem int, args ...uin
 	return nil
 }
 
+// launchCluster launches k on a grid of gridX x gridY blocks grouped in
+// thread-block clusters of 1 x clusterY (Hopper), with programmatic
+// dependent launch when it is on, and smem bytes of dynamic shared memory
+// (setMaxDynamicSmem must have allowed that much).
+func (g *gpu) launchCluster(k kernel, gridX, gridY, clusterY, block, smem int, args ...uint64) error {
+	if g.drv.cuLaunchKernelEx == 0 {
+		return fmt.Errorf("cuda: %s needs cuLaunchKernelEx (driver too old for clusters)", k.name)
+	}
+	if len(args) > maxKernelArgs {
+		return fmt.Errorf("cuda: %s: %d arguments, at most %d", k.name, len(args), maxKernelArgs)
+	}
+	for i, a := range args {
+		g.argSlots[i] = a
+		g.argPtrs[i] = g.argSlotsAddr + uintptr(8*i)
+	}
+	*g.clusterDims = [3]uint32{1, uint32(clusterY), 1}
+	attrs, n := g.attrAddr, uint32(2)
+	if !g.pdl {
+		attrs, n = g.attrAddr+launchAttrBytes, 1 // the cluster attribute alone
+	}
+	*g.launchCfg = launchConfig{gridX: uint32(gridX), gridY: uint32(gridY), gridZ: 1, blockX: uint32(block), blockY: 1, blockZ: 1,
+		sharedMem: uint32(smem), stream: g.stream, attrs: attrs, numAttrs: n}
+	r, _, _ := purego.SyscallN(g.drv.cuLaunchKernelEx, uintptr(unsafe.Pointer(g.launchCfg)), k.fn, g.argPtrsAddr, 0)
+	if r != cuSuccess {
+		return fmt.Errorf("launch %s (grid %d,%d cluster 1,%d block %d smem %d): %w", k.name, gridX, gridY, clusterY, block, smem, g.drv.check("cuLaunchKernelEx", r))
+	}
+	return nil
+}
+
+// setMaxDynamicSmem lets k ask for up to bytes of dynamic shared memory
+// (above 48 KiB a kernel must opt in).
+func (g *gpu) setMaxDynamicSmem(k kernel, bytes int) error {
+	if bytes > g.smemOptIn {
+		return fmt.Errorf("cuda: %s needs %d bytes of shared memory per block, the GPU allows %d", k.name, bytes, g.smemOptIn)
+	}
+	return g.drv.call("cuFuncSetAttribute", g.drv.cuFuncSetAttribute, k.fn, funcAttrMaxDynamicShared, uintptr(bytes))
+}
+
 const maxKernelArgs = 32

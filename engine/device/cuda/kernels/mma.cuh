@@ -52,10 +52,3 @@ __device__ __forceinline__ void epilogue(void* out, size_t o, int n, float s, co
             ((float*)out)[o] = s;
     }
 }
-
-// ld_l2_4 reads 16 bytes past L1: sums other blocks of this launch added.
-__device__ __forceinline__ float4 ld_l2_4(const float4* p) {
-    float4 v;
-    asm volatile("ld.global.cg.v4.f32 {%0,%1,%2,%3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
-    return v;
-}
