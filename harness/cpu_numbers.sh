@@ -115,10 +115,11 @@ if [ "$what" = all ] || [ "$what" = sim ]; then
 	row "sim 1 ms: TPOT p50 at 256 streams (ms)" "$(field "$tmp/s256" 's["tpot_ms"]["p50"]')"
 
 	# Harness fidelity against the sim device (bench launches it and asks for server timing).
+	# --n: every row of the trace (bench online replays the first 1,000 by default).
 	for spec in "200 5 1000" "500 2 2000"; do
 		set -- $spec
 		trace "$tmp/r$1.jsonl" "$3" "$2" 16 32
-		online "r$1" "$tmp/r$1.jsonl" --device sim --server-args "--sim-step-us 1000"
+		online "r$1" "$tmp/r$1.jsonl" --n "$3" --device sim --server-args "--sim-step-us 1000"
 		d=$tmp/r$1
 		row "sim 1 ms, $1 req/s: TPOT p50 / ITL p50 (ms)" "$(field "$d" 's["tpot_ms"]["p50"]') / $(field "$d" 's["itl_ms"]["p50"]')"
 		row "sim 1 ms, $1 req/s: client TTFT − server TTFT p50 / p99 (ms)" "$(field "$d" '(s.get("network_ms") or {}).get("p50")') / $(field "$d" '(s.get("network_ms") or {}).get("p99")')"
@@ -126,9 +127,10 @@ if [ "$what" = all ] || [ "$what" = sim ]; then
 	done
 	# 2,000 concurrent streams: arrivals over 2 s, 100 tokens each at 50 ms steps (5 s per stream).
 	trace "$tmp/c2000.jsonl" 2000 1 16 100
-	online c2000 "$tmp/c2000.jsonl" --device sim --server-args "--sim-step-us 50000 --max-num-seqs 2048 --max-num-batched-tokens 8192"
+	online c2000 "$tmp/c2000.jsonl" --n 2000 --device sim --server-args "--sim-step-us 50000 --max-num-seqs 2048 --max-num-batched-tokens 8192"
 	d=$tmp/c2000
 	row "sim 50 ms, 2,000 concurrent streams: TPOT p50 / ITL p50 (ms)" "$(field "$d" 's["tpot_ms"]["p50"]') / $(field "$d" 's["itl_ms"]["p50"]')"
+	row "sim 50 ms, 2,000 streams: requests ok / replayed" "$(field "$d" 's["num_success"]') / $(field "$d" 's["num_requests"]')"
 	row "sim 50 ms, 2,000 streams: client − server ITL p50 (ms) / send lag p99 (ms)" "$(field "$d" '(s.get("itl_client_minus_server_ms") or {}).get("p50")') / $(field "$d" 's["send_lag_ms"]["p99"]')"
 fi
 
