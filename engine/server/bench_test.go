@@ -99,3 +99,31 @@ func (w *discardWriter) Flush() {
 	default:
 	}
 }
+
+// BenchmarkPlanTokenPrompt is the work between a request's arrival and
+// engine.Submit for the harness's usual request: an 800-token prompt sent
+// as a token-id list (decode the body, parse and check the ids, plan).
+func BenchmarkPlanTokenPrompt(b *testing.B) {
+	tok := testTokenizer(b)
+	s, err := New(Config{MaxModelLen: 1024, VocabSize: 50257, Tokenizer: tok})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ids := make([]string, 800)
+	for i := range ids {
+		ids[i] = fmt.Sprint((i * 7919) % 50257)
+	}
+	body := `{"model":"gpt2","prompt":[` + strings.Join(ids, ",") + `],"max_tokens":128,"stream":true,` +
+		`"temperature":0.7,"top_p":0.9,"top_k":50,"ignore_eos":true,"return_server_timing":true}`
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var req completionRequest
+		if e := decodeJSON(strings.NewReader(body), &req); e != nil {
+			b.Fatal(e)
+		}
+		if _, e := s.planCompletion(&req); e != nil {
+			b.Fatal(e)
+		}
+	}
+}
