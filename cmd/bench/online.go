@@ -68,7 +68,7 @@ launched servers get the first half of the CPUs this process may use and the
 harness the rest (2 cores: one each), so the server's compute never delays the
 client's timestamps; the profile stage's servers too, --profile-only included;
 "none" turns pinning off. Not applied with --device sim
-(no compute to isolate; its busy-waiting step would starve a one-CPU server).
+(no compute to isolate, and one CPU each measured worse tails on 2 cores).
 
 Writes <output-dir>/online_<YYYYmmdd_HHMMSS>/: online_results.json (per-request
 records included), online_summary.md and <label>.server.log per backend. The
