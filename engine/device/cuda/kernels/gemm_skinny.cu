@@ -34,8 +34,10 @@ __device__ __forceinline__ void cp16(uint32_t dst, const void* src, bool valid) 
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
 }
 
+// cluster_sync: arrive has release and wait acquire semantics by default
+// (spelled out, the qualifiers need PTX ISA 8.0; older NVRTCs reject them).
 __device__ __forceinline__ void cluster_sync() {
-    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+    asm volatile("barrier.cluster.arrive.aligned;\nbarrier.cluster.wait.aligned;" ::: "memory");
 }
 
 // ld_cluster4 reads 16 bytes of block rank's shared memory at the address
