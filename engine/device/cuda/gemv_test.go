@@ -122,42 +122,7 @@ func runGemvCase(t *testing.T, g *gpu, r *rand.Rand, kname string, ln bool, M, K
 	} else {
 		got = fromF16(download[uint16](t, g, out, M*ldo))
 	}
-	want := make([]float32, 0, M*OC)
-	have := make([]float32, 0, M*OC)
-	for m := 0; m < M; m++ {
-		for n := 0; n < ldo; n++ {
-			v := got[m*ldo+n]
-			if n >= OC {
-				if mode == gemvResidual && v != init[m*ldo+n] || mode != gemvResidual && !math.IsNaN(float64(v)) {
-					t.Fatalf("row %d column %d past OC %d was written: %v", m, n, OC, v)
-				}
-				continue
-			}
-			if math.IsNaN(float64(v)) {
-				t.Fatalf("row %d column %d unwritten", m, n)
-			}
-			acc := 0.0
-			for k := 0; k < K; k++ {
-				acc += xin[m][k] * float64(W[n*K+k])
-			}
-			var ref float64
-			switch mode {
-			case gemvOut16Bias:
-				ref = acc + float64(bias16[n])
-			case gemvOut16BiasGelu:
-				z := acc + float64(bias16[n])
-				ref = 0.5 * z * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(z+0.044715*z*z*z)))
-			case gemvResidual:
-				ref = float64(init[m*ldo+n]) + acc + float64(bias[n])
-			default:
-				ref = acc
-			}
-			want, have = append(want, float32(ref)), append(have, v)
-		}
-	}
-	if e := relErr(have, want); e > 2e-3 {
-		t.Errorf("rel err %.2e", e)
-	}
+	checkProjection(t, got, init, M, ldo, OC, K, mode, func(m, k int) float64 { return xin[m][k] }, W, bias16, bias)
 }
 
 // TestSkinnyGemm runs gemm_skinny over row counts around its 16-row MMA
@@ -234,7 +199,17 @@ func runSkinnyCase(t *testing.T, g *gpu, r *rand.Rand, M, K, OC, mode int, sh sk
 	} else {
 		got = fromF16(download[uint16](t, g, out, M*ldo))
 	}
-	var want, have []float32
+	checkProjection(t, got, init, M, ldo, OC, K, mode, func(m, k int) float64 { return float64(x[m*ldx+k]) }, W, bias16, bias)
+}
+
+// checkProjection compares M rows (stride ldo) of a projection's output
+// with a float64 reference of out = x @ W^T and the epilogue mode: columns
+// past OC must be untouched (init for the residual epilogue, NaN poison
+// otherwise), every other one written and within 2e-3 relative error.
+func checkProjection(t *testing.T, got, init []float32, M, ldo, OC, K, mode int, x func(m, k int) float64, W, bias16, bias []float32) {
+	t.Helper()
+	want := make([]float32, 0, M*OC)
+	have := make([]float32, 0, M*OC)
 	for m := 0; m < M; m++ {
 		for n := 0; n < ldo; n++ {
 			v := got[m*ldo+n]
@@ -249,7 +224,7 @@ func runSkinnyCase(t *testing.T, g *gpu, r *rand.Rand, M, K, OC, mode int, sh sk
 			}
 			acc := 0.0
 			for k := 0; k < K; k++ {
-				acc += float64(x[m*ldx+k]) * float64(W[n*K+k])
+				acc += x(m, k) * float64(W[n*K+k])
 			}
 			var ref float64
 			switch mode {

@@ -52,23 +52,5 @@ func TestGreedyGPT2VsCPU(t *testing.T) {
 	}
 	defer cd.Close()
 	ref := greedyRun(t, cd, kv.BlockSizeTokens, prompts, G, false)
-	agree := 0
-	for i := range prompts {
-		first := G
-		for k := 0; k < G; k++ {
-			if gpu[i][k] != ref[i][k] {
-				first = k
-				break
-			}
-		}
-		agree += first
-		if first < G {
-			t.Logf("prompt %d (len %d): first divergence at generated token %d", i, len(prompts[i]), first)
-		}
-	}
-	frac := float64(agree) / float64(P*G)
-	t.Logf("GPT-2 124M fp16 on the GPU vs the CPU device: %.1f%% of greedy tokens agree before the first divergence", 100*frac)
-	if frac < 0.95 {
-		t.Errorf("only %.1f%% of greedy tokens agree with the CPU device", 100*frac)
-	}
+	checkGreedyAgreement(t, prompts, gpu, ref, "the CPU device")
 }

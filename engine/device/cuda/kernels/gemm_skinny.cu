@@ -157,20 +157,7 @@ __device__ __forceinline__ void gemm_skinny_impl(void* out, int ldo, const half_
             const int n = n0 + ecol + e;
             if (n >= OC) continue;
             const size_t o = (size_t)row * ldo + n;
-            const float val = s4[e] + eb[e];  // the arithmetic of mma.cuh's epilogue
-            switch (mode) {
-                case GEMV_OUT16_BIAS:
-                    ((half_t*)out)[o] = f2h(val);
-                    break;
-                case GEMV_OUT16_BIAS_GELU:
-                    ((half_t*)out)[o] = f2h(gelu_tanh(val));
-                    break;
-                case GEMV_RESIDUAL:
-                    ((float*)out)[o] += val;
-                    break;
-                default:
-                    ((float*)out)[o] = val;
-            }
+            store_biased(out, o, s4[e] + eb[e], mode, mode == GEMV_RESIDUAL ? ((const float*)out)[o] : 0.f);
         }
     }
     cluster_sync();  // no block leaves while another still reads its tile

@@ -187,21 +187,7 @@ __device__ __forceinline__ void gemv_impl(void* out, int ldo, const half_t* x, i
                         epilogue(out, (size_t)row * ldo + n, n, s, bias16, bias32, mode);
                         continue;
                     }
-                    const size_t o = (size_t)row * ldo + n;
-                    const float v = s + pre_b[t][e & 1];
-                    switch (mode) {
-                        case GEMV_OUT16_BIAS:
-                            ((half_t*)out)[o] = f2h(v);
-                            break;
-                        case GEMV_OUT16_BIAS_GELU:
-                            ((half_t*)out)[o] = f2h(gelu_tanh(v));
-                            break;
-                        case GEMV_RESIDUAL:
-                            ((float*)out)[o] = pre_r[t][e] + v;
-                            break;
-                        default:
-                            ((float*)out)[o] = v;
-                    }
+                    store_biased(out, (size_t)row * ldo + n, s + pre_b[t][e & 1], mode, pre_r[t][e]);
                 }
             }
         }

@@ -52,3 +52,22 @@ __device__ __forceinline__ void epilogue(void* out, size_t o, int n, float s, co
             ((float*)out)[o] = s;
     }
 }
+
+// store_biased is epilogue() for a caller that fetched the bias (and, for
+// the residual epilogue, the output's prior value) ahead of time: v is
+// acc + bias already.
+__device__ __forceinline__ void store_biased(void* out, size_t o, float v, int mode, float prior) {
+    switch (mode) {
+        case GEMV_OUT16_BIAS:
+            ((half_t*)out)[o] = f2h(v);
+            break;
+        case GEMV_OUT16_BIAS_GELU:
+            ((half_t*)out)[o] = f2h(gelu_tanh(v));
+            break;
+        case GEMV_RESIDUAL:
+            ((float*)out)[o] = prior + v;
+            break;
+        default:
+            ((float*)out)[o] = v;
+    }
+}
