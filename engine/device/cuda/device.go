@@ -103,11 +103,11 @@ type Device struct {
 	vocabPadded  int   // logits row stride (V rounded up to 128)
 	prefillTile  int   // query rows per prefill attention block (the kernel's BR)
 
-	kEncoder, kResolve, kLayerNorm, kResidualAdd, kKVWrite, kDecode, kCombine, kPrefill, kSample kernel
-	kGemv                                                                                        [2][2][2]kernel // [layernorm][rows > 8][2 column tiles]
-	kSkinny                                                                                      [2]kernel       // gemm_skinny_n32, _n64
-	warpDecode, gemvOK, skinnyOK                                                                 bool
-	noFusedResidual, residualTried                                                               bool
+	kEncoder, kResolve, kLayerNorm, kResidualAdd, kKVWrite, kDecode, kDecodeSplits, kCombine, kPrefill, kSample kernel
+	kGemv                                                                                                       [2][2][2]kernel // [layernorm][rows > 8][2 column tiles]
+	kSkinny                                                                                                     [2]kernel       // gemm_skinny_n32, _n64
+	warpDecode, gemvOK, skinnyOK                                                                                bool
+	noFusedResidual, residualTried                                                                              bool
 
 	stage     [2]staging // pinned host buffers, alternating so one step can be queued while another runs
 	next      int        // stage the next Submit uses
@@ -243,14 +243,11 @@ func (d *Device) init(w *model.Weights) error {
 		{&d.act.residual, 4 * N * C}, {&d.act.ln, 2 * N * C}, {&d.act.qkv, 2 * N * 3 * C}, {&d.act.attn, 2 * N * C},
 		{&d.act.fc, 2 * N * 4 * C}, {&d.act.delta, 2 * N * C}, {&d.act.lnf, 2 * M * C}, {&d.act.logits, 4 * M * d.vocabPadded},
 		{&d.act.outTok, 4 * M}, {&d.act.outLP, 4 * M}, {&d.act.inputs, 4 * inWords},
-		{&d.act.attnPart, 4 * M * c.NumHeads * maxDecodeSplits * (C/c.NumHeads + 2)}, {&d.act.attnCount, 4 * M * c.NumHeads},
+		{&d.act.attnPart, 4 * M * c.NumHeads * maxDecodeSplits * (C/c.NumHeads + 2)},
 	} {
 		if *b.p, err = g.drv.memAlloc(b.bytes); err != nil {
 			return fmt.Errorf("cuda: activations: %w", err)
 		}
-	}
-	if err := g.drv.memsetD32Async(d.act.attnCount, 0, M*c.NumHeads, g.stream); err != nil {
-		return err
 	}
 	for i := range d.stage {
 		st := &d.stage[i]
@@ -480,7 +477,7 @@ func (d *Device) closeLocked() {
 		d.stats.report(g.blas)
 	}
 	d.dropGraphs()
-	for _, p := range []devPtr{d.act.residual, d.act.ln, d.act.qkv, d.act.attn, d.act.fc, d.act.delta, d.act.lnf, d.act.attnPart, d.act.attnCount,
+	for _, p := range []devPtr{d.act.residual, d.act.ln, d.act.qkv, d.act.attn, d.act.fc, d.act.delta, d.act.lnf, d.act.attnPart,
 		d.act.logits, d.act.outTok, d.act.outLP, d.act.inputs, d.kvBase, d.w.base} {
 		g.drv.memFree(p)
 	}

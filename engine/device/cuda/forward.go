@@ -8,19 +8,18 @@ import (
 // activations are the step's device buffers, sized once for the largest step
 // (Options.MaxStepTokens rows, Options.MaxSeqs sampled rows).
 type activations struct {
-	residual  devPtr // (N, C) fp32: the residual stream
-	ln        devPtr // (N, C) fp16: LayerNorm output, GEMM input
-	qkv       devPtr // (N, 3C) fp16
-	attn      devPtr // (N, C) fp16: attention output
-	fc        devPtr // (N, 4C) fp16: GELU(fc) output
-	delta     devPtr // (N, C) fp16: projection output when the GEMM cannot accumulate in fp32
-	attnPart  devPtr // (M, NH, maxDecodeSplits, HD+2) fp32: split decode partials
-	attnCount devPtr // (M, NH) int32: splits done per (sequence, head), zero between launches
-	lnf       devPtr // (M, C) fp16: final LayerNorm at sampled rows
-	logits    devPtr // (M, Vp) fp32
-	outTok    devPtr // (M) int32: sampled ids (also the previous step's samples for overlap)
-	outLP     devPtr // (M) fp32
-	inputs    devPtr // the step's int32 inputs (see layout)
+	residual devPtr // (N, C) fp32: the residual stream
+	ln       devPtr // (N, C) fp16: LayerNorm output, GEMM input
+	qkv      devPtr // (N, 3C) fp16
+	attn     devPtr // (N, C) fp16: attention output
+	fc       devPtr // (N, 4C) fp16: GELU(fc) output
+	delta    devPtr // (N, C) fp16: projection output when the GEMM cannot accumulate in fp32
+	attnPart devPtr // (M, NH, maxDecodeSplits, HD+2) fp32: split decode partials
+	lnf      devPtr // (M, C) fp16: final LayerNorm at sampled rows
+	logits   devPtr // (M, Vp) fp32
+	outTok   devPtr // (M) int32: sampled ids (also the previous step's samples for overlap)
+	outLP    devPtr // (M) fp32
+	inputs   devPtr // the step's int32 inputs (see layout)
 }
 
 // in returns the device address of a layout region.
@@ -97,14 +96,15 @@ func (d *Device) forward(p *stepPlan) error {
 		}
 		if p.nDecode > 0 {
 			nsplit := d.decodeSplits(p.nDecode)
-			gridY, threads := NH, 256 // attention_decode_<HD>: a block per (sequence, head, split)
-			if d.warpDecode {
-				gridY, threads = ceilDiv(NH, warpDecodeHeads), 32*warpDecodeHeads // a warp per (sequence, head, split)
+			k := d.kDecode
+			shape := decodeShape(d.warpDecode, NH, nsplit)
+			if shape.splitsKernel {
+				k = d.kDecodeSplits
 			}
-			if err := g.launch(d.kDecode, p.nDecode, gridY, nsplit, threads, 0,
+			if err := g.launch(k, p.nDecode, shape.gridY, shape.gridZ, shape.threads, 0,
 				argPtr(a.attn), argPtr(a.qkv), argPtr(kc), argPtr(vc), argPtr(d.in(lay.blockTables)), argInt(d.maxBlocks),
 				argPtr(d.in(lay.qStart)), argPtr(d.in(lay.ctx)), argPtr(d.in(lay.decSeqs)), argInt(NH), argInt(d.kv.BlockSizeTokens), argF32(scale),
-				argInt(nsplit), argPtr(a.attnPart), argPtr(a.attnCount)); err != nil { // the block kernel ignores the last argument
+				argInt(nsplit), argPtr(a.attnPart)); err != nil {
 				return err
 			}
 			if nsplit > 1 && !d.warpDecode { // the warp kernel merges its splits itself
@@ -281,6 +281,29 @@ func (d *Device) decodeSplits(nDecode int) int {
 	return min(maxDecodeSplits, ceilDiv(target, units))
 }
 
+// decodeLaunch is how one decode-attention launch covers its (sequence,
+// head) pairs: grid (decode sequences, gridY, gridZ) of threads each.
+type decodeLaunch struct {
+	gridY, gridZ, threads int
+	splitsKernel          bool // attention_decode_warp_splits_64
+}
+
+// decodeShape: the block kernel (attention.cu) takes a block per (sequence,
+// head, split) and its combine kernel merges the splits; the warp kernels
+// take a warp per (sequence, head) and warpDecodeHeads heads a block
+// without splits, or a block per (sequence, head) with a warp per split,
+// merged in shared memory.
+func decodeShape(warp bool, NH, nsplit int) decodeLaunch {
+	switch {
+	case !warp:
+		return decodeLaunch{gridY: NH, gridZ: nsplit, threads: 256}
+	case nsplit == 1:
+		return decodeLaunch{gridY: ceilDiv(NH, warpDecodeHeads), gridZ: 1, threads: 32 * warpDecodeHeads}
+	default:
+		return decodeLaunch{gridY: NH, gridZ: 1, threads: 32 * nsplit, splitsKernel: true}
+	}
+}
+
 const (
 	maxDecodeSplits = 16 // AW_MAX_SPLITS in attention_warp.cu merges up to this many
 	warpDecodeHeads = 4  // AW_WARPS in attention_warp.cu
@@ -321,6 +344,9 @@ func (d *Device) resolveKernels() error {
 	decodeName := fmt.Sprintf("attention_decode_%d", HD)
 	if d.warpDecode {
 		decodeName = "attention_decode_warp_64"
+	}
+	if err := get(&d.kDecodeSplits, "attention_decode_warp_splits_64"); err != nil {
+		return err
 	}
 	for dst, name := range map[*kernel]string{
 		&d.kEncoder: "encoder_forward", &d.kCombine: "attention_decode_combine", &d.kResolve: "resolve_tokens", &d.kLayerNorm: "layernorm_forward",

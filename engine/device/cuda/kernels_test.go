@@ -178,21 +178,15 @@ func runAttentionCase(t *testing.T, g *gpu, r *rand.Rand, NH, HD, B int, ctx, ql
 	if len(dec) > 0 {
 		dDec := upload(t, g, dec)
 		part := devBuf(t, g, 4*len(dec)*NH*nsplit*(HD+2))
-		gridY, threads := NH, 256
 		warp := strings.Contains(decode, "warp")
-		if warp {
-			gridY, threads = ceilDiv(NH, warpDecodeHeads), 32*warpDecodeHeads
+		shape := decodeShape(warp, NH, nsplit)
+		if shape.splitsKernel {
+			decode = "attention_decode_warp_splits_64"
 		}
-		counts := upload(t, g, make([]int32, len(dec)*NH))
-		if err := g.launch(g.kernel(decode), len(dec), gridY, nsplit, threads, 0, argPtr(out), argPtr(dQKV),
+		if err := g.launch(g.kernel(decode), len(dec), shape.gridY, shape.gridZ, shape.threads, 0, argPtr(out), argPtr(dQKV),
 			argPtr(dK), argPtr(dV), argPtr(dBT), argInt(maxBlocks), argPtr(dQS), argPtr(dCtx), argPtr(dDec),
-			argInt(NH), argInt(B), argF32(scale), argInt(nsplit), argPtr(part), argPtr(counts)); err != nil {
+			argInt(NH), argInt(B), argF32(scale), argInt(nsplit), argPtr(part)); err != nil {
 			t.Fatal(err)
-		}
-		for i, c := range download[int32](t, g, counts, len(dec)*NH) {
-			if c != 0 {
-				t.Fatalf("split counter %d left at %d (the last split resets it)", i, c)
-			}
 		}
 		if nsplit > 1 && !warp { // the warp kernel merges its own splits
 			if err := g.launch(g.kernel("attention_decode_combine"), len(dec), NH, 1, ceilDiv(HD, 32)*32, 0, argPtr(out), argPtr(part),

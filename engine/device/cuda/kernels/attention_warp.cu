@@ -9,27 +9,17 @@
 //     and each lane keeps 8 keys' K and V loads in flight per round;
 //   - the next round's block-table lookups are issued before this round's
 //     keys are used, so a round waits for one memory latency, not two;
-//   - with key splits, the split that finishes last merges the partials
-//     (a counter per (sequence, head), reset by that split for the next
-//     launch): no combine kernel.
+//   - without key splits (large batches) a block holds AW_WARPS heads of one
+//     sequence (attention_decode_warp_64); with key splits (small batches) a
+//     block holds one (sequence, head) and a warp per split, which leave
+//     their partials in shared memory for warp 0 to merge
+//     (attention_decode_warp_splits_64): no combine kernel, and no global
+//     counter or partial round trip on the critical path.
 #include "common.cuh"
 
 #define AW_WARPS 4   // heads per block
 #define AW_ROUND 32  // keys per warp per round (8 per lane)
 #define AW_MAX_SPLITS 16  // maxDecodeSplits in forward.go; at most 32 (a lane per split)
-
-// ld_l2 reads past L1: partials other blocks of this launch wrote.
-__device__ __forceinline__ float ld_l2(const float* p) {
-    float v;
-    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
-    return v;
-}
-
-__device__ __forceinline__ float2 ld_l2_2(const float* p) {
-    float2 v;
-    asm volatile("ld.global.cg.v2.f32 {%0,%1}, [%2];" : "=f"(v.x), "=f"(v.y) : "l"(p));
-    return v;
-}
 
 // volatile: the first round's loads must stay ahead of grid_dep_wait.
 __device__ __forceinline__ uint4 ld_kv(const half_t* p) {
@@ -38,17 +28,22 @@ __device__ __forceinline__ uint4 ld_kv(const half_t* p) {
     return v;
 }
 
-// Grid (decode seqs, ceil(NH / AW_WARPS), nsplit), AW_WARPS * 32 threads.
-extern "C" __global__ void __launch_bounds__(AW_WARPS * 32) attention_decode_warp_64(
-    half_t* out, const half_t* qkv, half_t* kc, half_t* vc, const int* block_tables, int max_blocks,
-    const int* q_start, const int* ctx_len, const int* dec_seqs, int NH, int B, float scale, int nsplit,
-    float* part, int* counts) {
+// SPLITS = false: grid (decode seqs, ceil(NH / AW_WARPS)), AW_WARPS * 32
+// threads, one split. SPLITS = true: grid (decode seqs, NH), nsplit * 32
+// threads (nsplit <= AW_MAX_SPLITS), warp w is split w.
+template <bool SPLITS>
+__device__ __forceinline__ void attention_decode_warp_impl(half_t* out, const half_t* qkv, half_t* kc, half_t* vc,
+                                                           const int* block_tables, int max_blocks,
+                                                           const int* q_start, const int* ctx_len,
+                                                           const int* dec_seqs, int NH, int B, float scale,
+                                                           int nsplit) {
     constexpr int HD = 64;
+    __shared__ float sp[SPLITS ? AW_MAX_SPLITS : 1][HD + 2];  // SPLITS: each split's [m, l, acc[HD]]
     grid_dep_launch();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, sub = lane & 7, kq = lane >> 3;
-    const int h = blockIdx.y * AW_WARPS + warp;
-    if (h >= NH) return;  // a whole warp; nothing below synchronises the block
-    const int s = dec_seqs[blockIdx.x], split = blockIdx.z;
+    const int h = SPLITS ? blockIdx.y : blockIdx.y * AW_WARPS + warp;
+    if (!SPLITS && h >= NH) return;  // a whole warp; nothing below synchronises the block
+    const int s = dec_seqs[blockIdx.x], split = SPLITS ? warp : 0;
     const int C = NH * HD;
     const int t = q_start[s], p = ctx_len[s];
     const int* bt = block_tables + (size_t)s * max_blocks;
@@ -158,7 +153,7 @@ extern "C" __global__ void __launch_bounds__(AW_WARPS * 32) attention_decode_war
         for (int i = 0; i < 8; i++) acc[i] = acc[i] * c1 + __shfl_xor_sync(0xffffffffu, acc[i], o) * c2;
         m = M;
     }
-    if (nsplit == 1) {
+    if (!SPLITS) {
         if (kq != 0) return;
         const float inv = 1.f / l;
         uint4 pk;
@@ -169,35 +164,17 @@ extern "C" __global__ void __launch_bounds__(AW_WARPS * 32) attention_decode_war
         *(uint4*)(out + (size_t)t * C + h * HD + sub * 8) = pk;
         return;
     }
-    // Partial: [m, l, acc[HD]] per (decode seq, head, split).
-    float* base = part + ((size_t)blockIdx.x * NH + h) * nsplit * (HD + 2);
+    // Each split's partial goes to shared memory; warp 0 merges them, in
+    // split order: lane i < nsplit takes split i's (m, l) and the warp
+    // reduces them, then each lane weighs its two output dims of every split.
     if (kq == 0) {
-        float* pp = base + split * (HD + 2);
-        if (sub == 0) pp[0] = m, pp[1] = l;
+        if (sub == 0) sp[split][0] = m, sp[split][1] = l;
 #pragma unroll
-        for (int i = 0; i < 8; i++) pp[2 + sub * 8 + i] = acc[i];
+        for (int i = 0; i < 8; i++) sp[split][2 + sub * 8 + i] = acc[i];
     }
-    __threadfence();  // this lane's partial is visible before the count says so
-    __syncwarp();
-    int done = 0;
-    if (lane == 0) done = atomicAdd(&counts[blockIdx.x * NH + h], 1);
-    done = __shfl_sync(0xffffffffu, done, 0);
-    if (done != nsplit - 1) return;
-    // The last split merges. Every load is issued at once (a round trip
-    // each, not one per split: at batch 1 a serial merge was half the
-    // kernel): lane i < nsplit reads split i's (m, l) and the warp reduces
-    // them, then each lane reads its two output dims of every split and
-    // weighs them in split order.
-    __threadfence();
-    float mi = NEG_INF, li = 0.f;
-    if (lane < nsplit) {
-        mi = ld_l2(base + lane * (HD + 2));
-        li = ld_l2(base + lane * (HD + 2) + 1);
-    }
-    float2 ov[AW_MAX_SPLITS];
-#pragma unroll
-    for (int i = 0; i < AW_MAX_SPLITS; i++)
-        ov[i] = i < nsplit ? ld_l2_2(base + i * (HD + 2) + 2 + 2 * lane) : make_float2(0.f, 0.f);
+    __syncthreads();
+    if (warp != 0) return;
+    const float mi = lane < nsplit ? sp[lane][0] : NEG_INF, li = lane < nsplit ? sp[lane][1] : 0.f;
     float M = mi;
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
@@ -207,8 +184,25 @@ extern "C" __global__ void __launch_bounds__(AW_WARPS * 32) attention_decode_war
 #pragma unroll
     for (int i = 0; i < AW_MAX_SPLITS; i++) {
         const float w = __shfl_sync(0xffffffffu, wi, i);
-        if (i < nsplit) o0 += ov[i].x * w, o1 += ov[i].y * w;
+        if (i < nsplit) o0 += sp[i][2 + 2 * lane] * w, o1 += sp[i][3 + 2 * lane] * w;
     }
     *(uint32_t*)(out + (size_t)t * C + h * HD + 2 * lane) = (uint32_t)f2h(o0 / L) | ((uint32_t)f2h(o1 / L) << 16);
-    if (lane == 0) counts[blockIdx.x * NH + h] = 0;  // ready for the next launch
+}
+
+// Both take attention_decode_64's arguments (attention.cu); part is unused
+// (the partials stay on chip).
+extern "C" __global__ void __launch_bounds__(AW_WARPS * 32) attention_decode_warp_64(
+    half_t* out, const half_t* qkv, half_t* kc, half_t* vc, const int* block_tables, int max_blocks,
+    const int* q_start, const int* ctx_len, const int* dec_seqs, int NH, int B, float scale, int nsplit,
+    float* part) {
+    attention_decode_warp_impl<false>(out, qkv, kc, vc, block_tables, max_blocks, q_start, ctx_len, dec_seqs, NH, B,
+                                      scale, 1);
+}
+
+extern "C" __global__ void __launch_bounds__(AW_MAX_SPLITS * 32) attention_decode_warp_splits_64(
+    half_t* out, const half_t* qkv, half_t* kc, half_t* vc, const int* block_tables, int max_blocks,
+    const int* q_start, const int* ctx_len, const int* dec_seqs, int NH, int B, float scale, int nsplit,
+    float* part) {
+    attention_decode_warp_impl<true>(out, qkv, kc, vc, block_tables, max_blocks, q_start, ctx_len, dec_seqs, NH, B,
+                                     scale, nsplit);
 }
