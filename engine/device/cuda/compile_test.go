@@ -9,17 +9,7 @@ import (
 // compiled for sm_80 too when last checked). NVRTC needs no GPU, so this runs wherever libnvrtc is installed and
 // catches CUDA C errors before a GPU machine is involved; it skips otherwise.
 func TestKernelsCompile(t *testing.T) {
-	nv, err := loadNVRTC()
-	if errors.Is(err, errNotFound) {
-		t.Skipf("no NVRTC here: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, headers, err := kernelSources()
-	if err != nil {
-		t.Fatal(err)
-	}
+	nv, files, headers := testNVRTC(t)
 	for _, arch := range []string{"sm_90"} {
 		for name, src := range files {
 			cubin, err := nv.compileCubin(name, src, headers, arch, nil)
@@ -32,4 +22,21 @@ func TestKernelsCompile(t *testing.T) {
 			}
 		}
 	}
+}
+
+// testNVRTC loads NVRTC and the embedded kernel sources for the tests that
+// compile kernels without a GPU; it skips the test where NVRTC is absent.
+func testNVRTC(t *testing.T) (nv *nvrtc, files, headers map[string]string) {
+	t.Helper()
+	nv, err := loadNVRTC()
+	if errors.Is(err, errNotFound) {
+		t.Skipf("no NVRTC here: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files, headers, err = kernelSources(); err != nil {
+		t.Fatal(err)
+	}
+	return nv, files, headers
 }

@@ -17,17 +17,7 @@ import (
 // the few known ones in spillAllowance. It logs each kernel's registers and
 // shared memory. Skips without NVRTC.
 func TestKernelResources(t *testing.T) {
-	nv, err := loadNVRTC()
-	if errors.Is(err, errNotFound) {
-		t.Skipf("no NVRTC here: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, headers, err := kernelSources()
-	if err != nil {
-		t.Fatal(err)
-	}
+	nv, files, headers := testNVRTC(t)
 	for name, src := range files {
 		log, err := nv.compileLog(name, src, headers, "sm_90", []string{"--ptxas-options=-v"})
 		if err != nil {

@@ -1,20 +1,19 @@
 // attention_warp.cu: decode attention with one warp per (sequence, head, key
 // split), head size 64. Same contract as attention_decode_64 in attention.cu
-// (fused KV append of the new token, split partials merged by
-// attention_decode_combine), built for bandwidth at large batches:
-//   - no block-level barrier or shared memory: a warp is independent, and a
+// (fused KV append of the new token), but the splits are merged in-kernel,
+// built for bandwidth at large batches:
+//   - without key splits (large batches) a block holds AW_WARPS heads of one
+//     sequence and its warps never synchronise (attention_decode_warp_64): a
 //     batch-128 step's 1536 warps are all resident at once (no tail wave);
+//   - with key splits (small batches) a block holds one (sequence, head) and
+//     a warp per split, which leave their partials in shared memory for
+//     warp 0 to merge (attention_decode_warp_splits_64): no combine kernel,
+//     and no global counter or partial round trip on the critical path;
 //   - a lane group of 8 lanes reads one key as 16-byte pieces, four groups
 //     read four consecutive keys (512 contiguous bytes per load instruction),
 //     and each lane keeps 8 keys' K and V loads in flight per round;
 //   - the next round's block-table lookups are issued before this round's
-//     keys are used, so a round waits for one memory latency, not two;
-//   - without key splits (large batches) a block holds AW_WARPS heads of one
-//     sequence (attention_decode_warp_64); with key splits (small batches) a
-//     block holds one (sequence, head) and a warp per split, which leave
-//     their partials in shared memory for warp 0 to merge
-//     (attention_decode_warp_splits_64): no combine kernel, and no global
-//     counter or partial round trip on the critical path.
+//     keys are used, so a round waits for one memory latency, not two.
 #include "common.cuh"
 
 #define AW_WARPS 4   // heads per block
