@@ -377,35 +377,22 @@ func (d *Device) resolveKernels() error {
 
 // resolveSkinny loads gemm_skinny's two variants and, on GPUs with
 // thread-block clusters (compute capability 9+), lets them have the shared
-// memory the model's projections need; elsewhere the projections stay on
-// cuBLASLt.
+// memory their pipelines need; elsewhere the projections stay on cuBLASLt.
 func (d *Device) resolveSkinny(get func(*kernel, string) error) error {
-	for i, name := range []string{"gemm_skinny_n32", "gemm_skinny_n64"} {
+	for i, name := range []string{"gemm_skinny_m32", "gemm_skinny_m64"} {
 		if err := get(&d.kSkinny[i], name); err != nil {
 			return err
 		}
 	}
 	d.skinnyOK = false
-	if !d.gemvOK || d.g.ccMajor < 9 {
+	if !d.gemvOK || d.g.ccMajor < 9 || d.cfg.Channels%skinnyTileK != 0 {
 		return nil
 	}
-	C := d.cfg.Channels
-	need := [2]int{}
-	for _, s := range [][2]int{{3 * C, C}, {C, C}, {4 * C, C}, {C, 4 * C}} {
-		sh := skinnyShapeFor(d.g.smCount, s[0], s[1])
-		if sh.bn == 0 {
-			return nil // no shape fits: cuBLASLt
-		}
-		need[sh.bn/64] = max(need[sh.bn/64], sh.smem)
-	}
-	for i, bytes := range need {
-		if bytes == 0 {
-			continue
-		}
-		if bytes > d.g.smemOptIn {
+	for i, bm := range []int{32, 64} {
+		if skinnySmem(bm) > d.g.smemOptIn {
 			return nil // too little shared memory: cuBLASLt
 		}
-		if err := d.g.setMaxDynamicSmem(d.kSkinny[i], bytes); err != nil {
+		if err := d.g.setMaxDynamicSmem(d.kSkinny[i], skinnySmem(bm)); err != nil {
 			return err
 		}
 	}

@@ -92,52 +92,49 @@ func (d *Device) gemv(out devPtr, ldo int, x devPtr, ldx int, w, bias32 devPtr, 
 }
 
 // Medium batches (gemm_skinny.cu): steps of maxGemvRows+1 .. maxSkinnyRows
-// token rows run the four layer projections through the split-K tensor-core
-// kernel, its splits meeting in a thread-block cluster (Hopper), instead of
-// cuBLASLt (LayerNorm stays a kernel of its own).
+// token rows run the four layer projections through a pipelined split-K
+// tensor-core kernel, its splits meeting in a thread-block cluster (Hopper),
+// instead of cuBLASLt (LayerNorm stays a kernel of its own).
 
 const (
-	maxSkinnyRows     = 128 // SK_ROWS
-	skinnyPad         = 8   // SK_PAD
-	maxSkinnySplits   = 8   // the portable cluster size
-	skinnyBlocksPerSM = 2   // shared memory permitting; a second wave of blocks would double the time
+	maxSkinnyRows   = 128 // the largest step the kernel may be chosen for
+	maxSkinnySplits = 8   // SK_MAX_SPLITS: the portable cluster size
+	skinnyTileN     = 64  // SK_BN: output columns per block
+	skinnyTileK     = 64  // SK_BK: K must be a multiple
+	skinnyStages    = 12  // SK_STAGES
+	skinnyThreads   = 128 // SK_THREADS
 )
 
-// skinnyShape is how gemm_skinny covers an (oc, K) projection: bn output
-// columns per block, S splits of K, smem bytes of dynamic shared memory per
-// block.
-type skinnyShape struct{ bn, splits, smem int }
+// skinnyShape is how gemm_skinny covers an (M, oc, K) projection: bm rows
+// per block (32 or 64), S splits of K, smem bytes of dynamic shared memory
+// per block.
+type skinnyShape struct{ bm, splits, smem int }
 
-// skinnyShapeFor picks the shape that loads the fewest bytes into the
-// busiest SM: every block copies all rows of its x slice and its bn weight
-// rows, so wide tiles re-read x less and more splits shorten each slice,
-// while blocks beyond one per SM (two at most, shared memory permitting)
-// add up. Blocks that do not fit at once are never chosen (a second wave
-// would double the time); a tie goes to fewer splits (less to sum).
-func skinnyShapeFor(smCount, oc, K int) skinnyShape {
-	best, bestCost := skinnyShape{}, 0
-	for _, bn := range []int{64, 32} {
-		tiles := ceilDiv(oc, bn)
-		for S := 1; S <= min(maxSkinnySplits, K/32); S++ {
-			kl := ceilDiv(K/32, S) * 32 // the longest slice
-			smem := max((maxSkinnyRows+bn)*(kl+skinnyPad)*2, maxSkinnyRows*(bn+4)*4)
-			perSM := min(skinnyBlocksPerSM, smemPerSM/(smem+1024))
-			blocks := tiles * S
-			if perSM == 0 || blocks > perSM*smCount {
-				continue
-			}
-			cost := ceilDiv(blocks, smCount) * (maxSkinnyRows + bn) * kl
-			if bestCost == 0 || cost < bestCost {
-				best, bestCost = skinnyShape{bn: bn, splits: S, smem: smem}, cost
-			}
+// skinnyShapeFor picks 32-row tiles for at most 32 rows, 64-row tiles
+// otherwise, and as many splits of K as keep the blocks within one per SM:
+// every block then streams the fewest bytes without a second wave. Zero
+// when K is not a multiple of the k tile.
+func skinnyShapeFor(smCount, M, oc, K int) skinnyShape {
+	if K%skinnyTileK != 0 || K == 0 || M <= 0 || oc <= 0 {
+		return skinnyShape{}
+	}
+	bm := 64
+	if M <= 32 {
+		bm = 32
+	}
+	tiles := ceilDiv(oc, skinnyTileN) * ceilDiv(M, bm)
+	S := 1
+	for s := 2; s <= min(maxSkinnySplits, K/skinnyTileK); s++ {
+		if tiles*s <= smCount {
+			S = s
 		}
 	}
-	return best
+	return skinnyShape{bm: bm, splits: S, smem: skinnySmem(bm)}
 }
 
-// smemPerSM is an H100's shared memory per SM (228 KiB, 1 KiB of it per
-// block reserved): used to count how many gemm_skinny blocks fit on an SM.
-const smemPerSM = 228 << 10
+// skinnySmem is gemm_skinny_m<bm>'s dynamic shared memory: its pipeline's
+// stages (the partial tile of the split epilogue fits in them).
+func skinnySmem(bm int) int { return skinnyStages * (bm + skinnyTileN) * 2 * skinnyTileK }
 
 // useSkinny reports whether the layer projections over rows token rows go
 // through gemm_skinny.cu.
@@ -148,13 +145,13 @@ func (d *Device) useSkinny(rows int) bool {
 // skinny: out(rows, oc) = x(rows, K; row stride ldx) @ w^T with the epilogue
 // mode (bias16 for the fp16 modes, bias32 for the residual one).
 func (d *Device) skinny(out devPtr, ldo int, x devPtr, ldx int, w, bias16, bias32 devPtr, rows, K, oc, mode int) error {
-	sh := skinnyShapeFor(d.g.smCount, oc, K)
-	return d.g.skinnyGemm(d.kSkinny[sh.bn/64], sh, out, ldo, x, ldx, w, bias16, bias32, rows, K, oc, mode)
+	sh := skinnyShapeFor(d.g.smCount, rows, oc, K)
+	return d.g.skinnyGemm(d.kSkinny[sh.bm/64], sh, out, ldo, x, ldx, w, bias16, bias32, rows, K, oc, mode)
 }
 
-// skinnyGemm launches one gemm_skinny_n<bn> over sh.
+// skinnyGemm launches one gemm_skinny_m<bm> over sh.
 func (g *gpu) skinnyGemm(k kernel, sh skinnyShape, out devPtr, ldo int, x devPtr, ldx int, w, bias16, bias32 devPtr, rows, K, oc, mode int) error {
-	return g.launchCluster(k, ceilDiv(oc, sh.bn), sh.splits, sh.splits, 256, sh.smem,
+	return g.launchCluster(k, ceilDiv(oc, skinnyTileN), sh.splits, ceilDiv(rows, sh.bm), sh.splits, skinnyThreads, sh.smem,
 		argPtr(out), argInt(ldo), argPtr(x), argInt(ldx), argPtr(w), argPtr(bias16), argPtr(bias32),
 		argInt(rows), argInt(K), argInt(oc), argInt(mode))
 }

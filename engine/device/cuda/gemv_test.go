@@ -126,36 +126,39 @@ func runGemvCase(t *testing.T, g *gpu, r *rand.Rand, kname string, ln bool, M, K
 }
 
 // TestSkinnyGemm runs gemm_skinny over row counts around its 16-row MMA
-// tiles and 32-row warp groups, both column widths, shapes with partial
-// column tiles, one split and several (a cluster whose blocks sum each
-// other's partial tiles), the model's own shapes (skinnyShapeFor), in each
-// epilogue, against a float64 reference; outputs start poisoned (random for
-// the residual epilogue) and columns past OC must stay untouched. It needs
-// thread-block clusters (compute capability 9+).
+// tiles and 32/64-row block tiles, both block heights, shapes with partial
+// column and row tiles, one split and several (a cluster whose blocks sum
+// each other's partial tiles, also with splits of uneven length), the
+// model's own shapes (skinnyShapeFor), in each epilogue, against a float64
+// reference; outputs start poisoned (random for the residual epilogue) and
+// columns past OC must stay untouched. It needs thread-block clusters
+// (compute capability 9+).
 func TestSkinnyGemm(t *testing.T) {
 	g := testGPU(t)
 	if g.ccMajor < 9 {
 		t.Skipf("%s has no thread-block clusters", g.arch)
 	}
 	r := rand.New(rand.NewPCG(41, 42))
-	for i, c := range []struct{ M, K, OC, mode, bn, splits int }{
-		{17, 768, 2304, gemvOut16Bias, 64, 4},
-		{128, 768, 3072, gemvOut16BiasGelu, 64, 3},
-		{64, 3072, 768, gemvResidual, 32, 5},
+	for i, c := range []struct{ M, K, OC, mode, bm, splits int }{
+		{17, 768, 2304, gemvOut16Bias, 32, 4},
+		{128, 768, 3072, gemvOut16BiasGelu, 64, 2},
+		{64, 3072, 768, gemvResidual, 64, 5},
+		{64, 3072, 768, gemvResidual, 64, 1}, // 48 k tiles: the pipeline's slots are reused
 		{65, 768, 768, gemvResidual, 32, 2},
 		{100, 256, 100, gemvOut32, 64, 2},
-		{40, 256, 40, gemvOut16Bias, 32, 8},
-		{33, 256, 99, gemvResidual, 64, 3},
-		{20, 256, 99, gemvOut16BiasGelu, 32, 7},
+		{40, 256, 40, gemvOut16Bias, 32, 4},
+		{33, 320, 99, gemvResidual, 64, 2}, // uneven splits: 2 and 3 k tiles
+		{20, 576, 99, gemvOut16BiasGelu, 32, 7},
 		{128, 768, 2304, gemvOut16Bias, 0, 0}, // 0: the shape the device picks
+		{128, 768, 768, gemvResidual, 0, 0},
 		{97, 3072, 768, gemvResidual, 0, 0},
+		{24, 768, 3072, gemvOut16BiasGelu, 0, 0},
 	} {
-		t.Run(fmt.Sprintf("M%d_K%d_OC%d_mode%d_bn%d_split%d", c.M, c.K, c.OC, c.mode, c.bn, c.splits), func(t *testing.T) {
+		t.Run(fmt.Sprintf("M%d_K%d_OC%d_mode%d_bm%d_split%d", c.M, c.K, c.OC, c.mode, c.bm, c.splits), func(t *testing.T) {
 			g := testGPU(t) // binds the context on this subtest's thread
-			sh := skinnyShapeFor(g.smCount, c.OC, c.K)
-			if c.bn != 0 {
-				sh = skinnyShape{bn: c.bn, splits: c.splits}
-				sh.smem = max((maxSkinnyRows+c.bn)*(ceilDiv(c.K/32, c.splits)*32+skinnyPad)*2, maxSkinnyRows*(c.bn+4)*4)
+			sh := skinnyShapeFor(g.smCount, c.M, c.OC, c.K)
+			if c.bm != 0 {
+				sh = skinnyShape{bm: c.bm, splits: c.splits, smem: skinnySmem(c.bm)}
 			}
 			runSkinnyCase(t, g, r, c.M, c.K, c.OC, c.mode, sh, i%2 == 0)
 		})
@@ -179,7 +182,7 @@ func runSkinnyCase(t *testing.T, g *gpu, r *rand.Rand, M, K, OC, mode int, sh sk
 		copy(init, randn(r, M*ldo, 1))
 		out = upload(t, g, init)
 	}
-	k := g.kernel(fmt.Sprintf("gemm_skinny_n%d", sh.bn))
+	k := g.kernel(fmt.Sprintf("gemm_skinny_m%d", sh.bm))
 	if err := g.setMaxDynamicSmem(k, sh.smem); err != nil {
 		t.Fatal(err)
 	}

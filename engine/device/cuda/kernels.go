@@ -206,11 +206,11 @@ func (g *gpu) launch(k kernel, gridX, gridY, gridZ, block, smem int, args ...uin
 	return nil
 }
 
-// launchCluster launches k on a grid of gridX x gridY blocks grouped in
+// launchCluster launches k on a grid of gridX x gridY x gridZ blocks grouped in
 // thread-block clusters of 1 x clusterY (Hopper), with programmatic
 // dependent launch when it is on, and smem bytes of dynamic shared memory
 // (setMaxDynamicSmem must have allowed that much).
-func (g *gpu) launchCluster(k kernel, gridX, gridY, clusterY, block, smem int, args ...uint64) error {
+func (g *gpu) launchCluster(k kernel, gridX, gridY, gridZ, clusterY, block, smem int, args ...uint64) error {
 	if g.drv.cuLaunchKernelEx == 0 {
 		return fmt.Errorf("cuda: %s needs cuLaunchKernelEx (driver too old for clusters)", k.name)
 	}
@@ -226,11 +226,11 @@ func (g *gpu) launchCluster(k kernel, gridX, gridY, clusterY, block, smem int, a
 	if !g.pdl {
 		attrs, n = g.attrAddr+launchAttrBytes, 1 // the cluster attribute alone
 	}
-	*g.launchCfg = launchConfig{gridX: uint32(gridX), gridY: uint32(gridY), gridZ: 1, blockX: uint32(block), blockY: 1, blockZ: 1,
+	*g.launchCfg = launchConfig{gridX: uint32(gridX), gridY: uint32(gridY), gridZ: uint32(gridZ), blockX: uint32(block), blockY: 1, blockZ: 1,
 		sharedMem: uint32(smem), stream: g.stream, attrs: attrs, numAttrs: n}
 	r, _, _ := purego.SyscallN(g.drv.cuLaunchKernelEx, uintptr(unsafe.Pointer(g.launchCfg)), k.fn, g.argPtrsAddr, 0)
 	if r != cuSuccess {
-		return fmt.Errorf("launch %s (grid %d,%d cluster 1,%d block %d smem %d): %w", k.name, gridX, gridY, clusterY, block, smem, g.drv.check("cuLaunchKernelEx", r))
+		return fmt.Errorf("launch %s (grid %d,%d,%d cluster 1,%d block %d smem %d): %w", k.name, gridX, gridY, gridZ, clusterY, block, smem, g.drv.check("cuLaunchKernelEx", r))
 	}
 	return nil
 }

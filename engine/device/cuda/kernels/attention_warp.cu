@@ -12,8 +12,10 @@
 //   - a lane group of 8 lanes reads one key as 16-byte pieces, four groups
 //     read four consecutive keys (512 contiguous bytes per load instruction),
 //     and each lane keeps 8 keys' K and V loads in flight per round;
-//   - the next round's block-table lookups are issued before this round's
-//     keys are used, so a round waits for one memory latency, not two.
+//   - the next round's keys are requested as soon as this round's scores
+//     are computed and its values as soon as this round's values are
+//     summed (the same registers, no second buffer), and the block-table
+//     lookups a round ahead of that.
 #include "common.cuh"
 
 #define AW_WARPS 4   // heads per block
@@ -65,21 +67,31 @@ __device__ __forceinline__ void attention_decode_warp_impl(half_t* out, const ha
     // before this step's first kernel (launched without programmatic
     // dependent launch), so the first round is read before the wait, while
     // the qkv projection still runs; the new token (j == p) comes from qkv
-    // after it.
+    // after it. Software pipeline without extra registers: the next round's
+    // keys are requested once this round's scores are computed, and its
+    // values once this round's values are summed, so a round's loads are
+    // in flight while the previous round is still being worked on.
     uint4 kr[8], vr[8];
-    auto load_round = [&](int j0) {
+    auto load_k = [&](int j0) {
 #pragma unroll
         for (int r = 0; r < 8; r++) {
             const int j = j0 + 4 * r + kq;
-            kr[r] = vr[r] = make_uint4(0, 0, 0, 0);
-            if (j < kend && j != p) {
-                kr[r] = ld_kv(reinterpret_cast<const half_t*>(reinterpret_cast<const uint4*>(kc) + off[r]));
-                vr[r] = ld_kv(reinterpret_cast<const half_t*>(reinterpret_cast<const uint4*>(vc) + off[r]));
-            }
+            kr[r] = make_uint4(0, 0, 0, 0);
+            if (j < kend && j != p) kr[r] = ld_kv(reinterpret_cast<const half_t*>(reinterpret_cast<const uint4*>(kc) + off[r]));
+        }
+    };
+    auto load_v = [&](int j0) {
+#pragma unroll
+        for (int r = 0; r < 8; r++) {
+            const int j = j0 + 4 * r + kq;
+            vr[r] = make_uint4(0, 0, 0, 0);
+            if (j < kend && j != p) vr[r] = ld_kv(reinterpret_cast<const half_t*>(reinterpret_cast<const uint4*>(vc) + off[r]));
         }
     };
     lookup(kbeg, off);  // block tables are step inputs: before the wait
-    load_round(kbeg);
+    load_k(kbeg);
+    load_v(kbeg);
+    if (kbeg + AW_ROUND < kend) lookup(kbeg + AW_ROUND, off);
     grid_dep_wait();     // qkv belongs to earlier kernels
     if (kbeg <= p && p < kend && kq == 0) {  // fused KV append of the new token
         size_t o = kv_offset(bt[p / B], h, p % B, NH, B, HD) + sub * 8;
@@ -94,18 +106,11 @@ __device__ __forceinline__ void attention_decode_warp_impl(half_t* out, const ha
 #pragma unroll
     for (int i = 0; i < 8; i++) acc[i] = 0.f;
     for (int j0 = kbeg; j0 < kend; j0 += AW_ROUND) {
-        if (j0 != kbeg) load_round(j0);
-#pragma unroll
-        for (int r = 0; r < 8; r++) {
-            if (j0 + 4 * r + kq == p) {  // the new token: from qkv, not the cache another lane is writing
-                kr[r] = *(const uint4*)(qrow + C + sub * 8);
-                vr[r] = *(const uint4*)(qrow + 2 * C + sub * 8);
-            }
-        }
-        if (j0 + AW_ROUND < kend) lookup(j0 + AW_ROUND, off);  // overlaps the loads above
+        const bool more = j0 + AW_ROUND < kend;  // off holds the next round's offsets
         float d[8];
 #pragma unroll
         for (int r = 0; r < 8; r++) {
+            if (j0 + 4 * r + kq == p) kr[r] = *(const uint4*)(qrow + C + sub * 8);  // the new token: from qkv
             float f[8];
             unpack8(kr[r], f);
             float x = 0.f;
@@ -113,6 +118,7 @@ __device__ __forceinline__ void attention_decode_warp_impl(half_t* out, const ha
             for (int i = 0; i < 8; i++) x += q[i] * f[i];
             d[r] = x;
         }
+        if (more) load_k(j0 + AW_ROUND);
 #pragma unroll
         for (int o = 1; o < 8; o <<= 1) {
 #pragma unroll
@@ -131,6 +137,7 @@ __device__ __forceinline__ void attention_decode_warp_impl(half_t* out, const ha
             for (int i = 0; i < 8; i++) acc[i] *= corr;
 #pragma unroll
             for (int r = 0; r < 8; r++) {
+                if (j0 + 4 * r + kq == p) vr[r] = *(const uint4*)(qrow + 2 * C + sub * 8);
                 const float pe = __expf(d[r] - mx);
                 float f[8];
                 unpack8(vr[r], f);
@@ -139,6 +146,10 @@ __device__ __forceinline__ void attention_decode_warp_impl(half_t* out, const ha
                 for (int i = 0; i < 8; i++) acc[i] += pe * f[i];
             }
             m = mx;
+        }
+        if (more) {
+            load_v(j0 + AW_ROUND);
+            if (j0 + 2 * AW_ROUND < kend) lookup(j0 + 2 * AW_ROUND, off);
         }
     }
     // Merge the four key groups (lanes sub, sub+8, sub+16, sub+24).

@@ -1,27 +1,38 @@
-// gemm_skinny.cu: the projections of steps with 17..128 token rows (decode at
-// medium and large batch), where cuBLASLt's tiles for so few rows reach a
-// fifth to a half of the memory bandwidth. out(M, OC) = x(M, K) @ W(OC, K)^T,
-// then the epilogue of mma.cuh; x is fp16.
+// gemm_skinny.cu: the projections of steps with 17..32 token rows by
+// default (decode at medium batch; up to 128 with --skinny-gemm-rows),
+// where cuBLASLt's tiles for so few rows leave most SMs idle.
+// out(M, OC) = x(M, K) @ W(OC, K)^T, then the epilogue of mma.cuh; x is fp16.
 //
-// A block owns BN output columns and all M rows over one slice of K
-// (split-K), so the weights are read once and there are enough blocks for
-// every SM. Its slice of x and W (at most a few hundred k) is copied into
-// shared memory in one go (cp.async: one memory latency, weights requested
-// before the grid wait), and its 8 warps (4 row groups x 2 column groups)
-// run m16n8k16 MMAs from there with gemv.cu's k permutation: a lane's 8
-// consecutive halves of a row serve as its fragments of two MMAs.
+// A block owns a BM x 64 output tile over one slice of K (split-K, so that
+// a 768-column projection still has a block for most SMs) and streams its
+// slice through a SK_STAGES-deep cp.async pipeline of 64-wide k tiles: at
+// these sizes a slice is at most about a dozen tiles, so nearly all of it is
+// requested at once and the tensor cores start on each tile as it lands.
+// The column tiles all read the same x rows, so each block starts at its own
+// k tile. Shared-memory rows are 128 bytes with their 16-byte pieces
+// XOR-swizzled by row: ldmatrix's eight rows and cp.async's eight pieces of
+// a row fall in different banks. 4 warps, each a 32 x (64 * BM / 128)
+// sub-tile of m16n8k16 MMAs fed by ldmatrix.
 //
-// The splits of a column tile form a thread-block cluster (Hopper): each
-// block leaves its fp32 partial tile in its own shared memory, and after a
-// cluster barrier block r sums rows r*M/S.. of every block's tile through
-// distributed shared memory, in split order (results do not depend on
-// timing), and applies the epilogue. No workspace, no atomics, no counters.
+// The splits of a tile form a thread-block cluster (Hopper): each block
+// leaves its fp32 partial tile in its own shared memory, and after a
+// cluster barrier block r sums its share of the tile's elements over every
+// block through distributed shared memory, in split order (results do not
+// depend on timing), and applies the epilogue. No workspace, no atomics.
+//
+// Measured on the H100 (NOTES.md): faster than cuBLASLt at 32 rows (0.549 -
+// 0.566 vs 0.586 - 0.596 ms a decode step), slower at 64 and 128 (1.30 vs
+// 1.06 ms at 128), also with 4 stages, and also with the slices staged by
+// bulk copies (TMA) instead of cp.async.
 #include "common.cuh"
 #include "mma.cuh"
 
-#define SK_ROWS 128  // most rows (M)
-#define SK_PAD 8     // halves of padding per staged row: rows start in different banks
-#define SK_MAX_SPLITS 8  // maxSkinnySplits: the portable cluster size
+#define SK_BN 64
+#define SK_BK 64          // halves per k tile: a 128-byte shared-memory row
+#define SK_STAGES 12      // skinnyStages
+#define SK_THREADS 128
+#define SK_MAX_SPLITS 8   // maxSkinnySplits: the portable cluster size
+#define SK_PSTRIDE (SK_BN + 4)  // floats per partial-tile row
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
     uint64_t a;
@@ -33,6 +44,14 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
 __device__ __forceinline__ void cp16(uint32_t dst, const void* src, bool valid) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
 }
+
+__device__ __forceinline__ void ldsm4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+}
+
+// swz: byte offset of 16-byte piece c of row r in a tile of 128-byte rows.
+__device__ __forceinline__ uint32_t swz(int r, int c) { return r * 128 + ((c ^ (r & 7)) << 4); }
 
 // cluster_sync: arrive has release and wait acquire semantics by default
 // (spelled out, the qualifiers need PTX ISA 8.0; older NVRTCs reject them).
@@ -50,114 +69,161 @@ __device__ __forceinline__ float4 ld_cluster4(uint32_t local, int rank) {
     return v;
 }
 
-// Grid (ceil(OC / BN), S), cluster (1, S, 1), 256 threads, dynamic shared
-// memory max((SK_ROWS + BN) * (kl + SK_PAD) * 2, SK_ROWS * (BN + 4) * 4)
-// bytes, kl the longest K slice (skinnySmem in gemv.go).
-template <int BN>
+// bias_of is column n's bias in the epilogue mode (0 past OC).
+__device__ __forceinline__ float bias_of(int n, int OC, const half_t* bias16, const float* bias32, int mode) {
+    return n >= OC ? 0.f : mode == GEMV_RESIDUAL ? bias32[n] : mode == GEMV_OUT32 ? 0.f : h2f(bias16[n]);
+}
+
+// Grid (ceil(OC / 64), S, ceil(M / BM)), cluster (1, S, 1), SK_THREADS
+// threads, SK_STAGES * (BM + 64) * 128 bytes of dynamic shared memory
+// (skinnySmem in gemv.go). K is a multiple of SK_BK.
+template <int BM>
 __device__ __forceinline__ void gemm_skinny_impl(void* out, int ldo, const half_t* x, int ldx, const half_t* W,
                                                  const half_t* bias16, const float* bias32, int M, int K, int OC,
                                                  int mode) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    extern __shared__ __align__(16) unsigned char sk_smem[];
-    constexpr int WN = BN / 2;  // columns per warp
-    constexpr int NT = WN / 8;  // 8-column MMA tiles per warp
+    extern __shared__ __align__(128) unsigned char sk_smem[];
+    constexpr int WARPS_N = BM == 64 ? 2 : 4;  // 4 warps: 2 x 2 or 1 x 4
+    constexpr int WN = SK_BN / WARPS_N;        // columns per warp: 32 or 16
+    constexpr int NT = WN / 8;                 // 8-column MMA tiles per warp
+    constexpr int A_BYTES = BM * 128, STAGE_BYTES = (BM + SK_BN) * 128;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, q = lane & 3;
-    const int wm = warp >> 1, wn = warp & 1;  // 4 row groups of 32 x 2 column groups of WN
-    const int tile = blockIdx.x, split = blockIdx.y, S = gridDim.y;
-    const int nchunk = K / 32;
-    const int c_beg = split * nchunk / S, c_end = (split + 1) * nchunk / S;
-    const int kl = (c_end - c_beg) * 32, k0 = c_beg * 32;
-    const int stride = kl + SK_PAD;  // halves per staged row
-    half_t* xs = (half_t*)sk_smem;   // SK_ROWS rows
-    half_t* ws = xs + SK_ROWS * stride;  // BN rows (output columns)
-    const int n0 = tile * BN;
-    const int pieces = kl / 8;  // 16-byte pieces per row; a warp copies rows, its lanes the pieces
-    // The epilogue's columns are fixed per thread (see below): their bias,
-    // a weight, is fetched now.
-    const int ecol = (threadIdx.x % (BN / 4)) * 4;
-    float eb[4];
+    const int wm = warp / WARPS_N, wn = warp % WARPS_N;
+    const int n0 = blockIdx.x * SK_BN, split = blockIdx.y, S = gridDim.y, m0 = blockIdx.z * BM;
+    const int nk = K / SK_BK;
+    const int kt_beg = split * nk / S, nkt = (split + 1) * nk / S - kt_beg;
+    const uint32_t smem = smem_u32(sk_smem);
+    // Tile i of the slice is k tile tile_kt(i): each column tile starts at
+    // its own offset (a fixed order per block: results do not depend on
+    // timing).
+    const int rot = nkt > 0 ? blockIdx.x % nkt : 0;
+    auto tile_kt = [&](int i) { return kt_beg + (i + rot < nkt ? i + rot : i + rot - nkt); };
+
+    // A stage is the x tile (BM rows) then the W tile (64 rows), each row
+    // one k tile of 64 halves. Thread t copies pieces t, t + 128, ...
+    auto load_w = [&](int slot, int kt) {
+        const uint32_t base = smem + slot * STAGE_BYTES + A_BYTES;
 #pragma unroll
-    for (int e = 0; e < 4; e++) {
-        const int n = n0 + ecol + e;
-        eb[e] = n >= OC ? 0.f : mode == GEMV_RESIDUAL ? bias32[n] : mode == GEMV_OUT32 ? 0.f : h2f(bias16[n]);
-    }
+        for (int i = 0; i < SK_BN * 8 / SK_THREADS; i++) {
+            const int p = threadIdx.x + i * SK_THREADS, r = p >> 3, c = p & 7;
+            const half_t* src = W + (size_t)min(n0 + r, OC - 1) * K + kt * SK_BK + c * 8;  // past OC: never stored
+            cp16(base + swz(r, c), src, true);
+        }
+    };
+    auto load_x = [&](int slot, int kt) {
+        const uint32_t base = smem + slot * STAGE_BYTES;
+#pragma unroll
+        for (int i = 0; i < BM * 8 / SK_THREADS; i++) {
+            const int p = threadIdx.x + i * SK_THREADS, r = p >> 3, c = p & 7;
+            const int row = m0 + r;
+            cp16(base + swz(r, c), x + (size_t)min(row, M - 1) * ldx + kt * SK_BK + c * 8, row < M);
+        }
+    };
+    auto commit = [] { asm volatile("cp.async.commit_group;" ::: "memory"); };
+
     grid_dep_launch();
     // Weights first: they do not depend on earlier kernels.
-    for (int r = warp; r < BN; r += 8) {
-        const half_t* src = W + (size_t)min(n0 + r, OC - 1) * K + k0;  // columns past OC: never stored
-        for (int p = lane; p < pieces; p += 32) cp16(smem_u32(ws + r * stride + p * 8), src + p * 8, true);
+#pragma unroll
+    for (int s = 0; s < SK_STAGES - 1; s++)
+        if (s < nkt) load_w(s, tile_kt(s));
+    // Without splits each thread stores its own accumulators: their bias
+    // (a weight) is fetched before the wait too.
+    float eb[NT][2];
+#pragma unroll
+    for (int t = 0; t < NT; t++)
+#pragma unroll
+        for (int j = 0; j < 2; j++) eb[t][j] = S == 1 ? bias_of(n0 + wn * WN + t * 8 + q * 2 + j, OC, bias16, bias32, mode) : 0.f;
+    grid_dep_wait();  // x and the output belong to earlier kernels
+#pragma unroll
+    for (int s = 0; s < SK_STAGES - 1; s++) {
+        if (s < nkt) load_x(s, tile_kt(s));
+        commit();
     }
-    grid_dep_wait();  // x belongs to earlier kernels
-    const int rows = (M + 15) & ~15;  // MMA row tiles that hold real rows
-    for (int r = warp; r < rows; r += 8) {
-        const half_t* src = x + (size_t)min(r, M - 1) * ldx + k0;
-        for (int p = lane; p < pieces; p += 32) cp16(smem_u32(xs + r * stride + p * 8), src + p * 8, r < M);
-    }
-    asm volatile("cp.async.wait_all;" ::: "memory");
-    __syncthreads();
 
     float acc[2][NT][4];
 #pragma unroll
     for (int mt = 0; mt < 2; mt++)
 #pragma unroll
         for (int t = 0; t < NT; t++) acc[mt][t][0] = acc[mt][t][1] = acc[mt][t][2] = acc[mt][t][3] = 0.f;
-    const int row0 = wm * 32;
-    if (row0 < rows) {  // warp-uniform
-        for (int c = 0; c < kl; c += 32) {
-            const int k = c + q * 8;
-            uint4 xa[2], xb[2], wv[NT];
+    // ldmatrix addresses: A matrix j = lane / 8 is rows +8 (j & 1), k piece
+    // +(j >> 1); B matrix j is columns +8 (j >> 1), k piece +(j & 1).
+    const int a_row = wm * 32 + (lane & 15), a_pc = lane >> 4;
+    const int b_row = wn * WN + (lane & 7) + ((lane >> 4) << 3), b_pc = (lane >> 3) & 1;
+    for (int i = 0; i < nkt; i++) {
+        asm volatile("cp.async.wait_group %0;" ::"n"(SK_STAGES - 2) : "memory");
+        __syncthreads();  // tile i has landed for every thread; slot (i - 1) % STAGES is free
+        const int next = i + SK_STAGES - 1;
+        if (next < nkt) {
+            load_w(next % SK_STAGES, tile_kt(next));
+            load_x(next % SK_STAGES, tile_kt(next));
+        }
+        commit();
+        const uint32_t a_base = smem + (i % SK_STAGES) * STAGE_BYTES, b_base = a_base + A_BYTES;
 #pragma unroll
-            for (int mt = 0; mt < 2; mt++) {
-                xa[mt] = *(const uint4*)(xs + (row0 + mt * 16 + g) * stride + k);
-                xb[mt] = *(const uint4*)(xs + (row0 + mt * 16 + g + 8) * stride + k);
-            }
+        for (int kk = 0; kk < SK_BK / 16; kk++) {
+            uint32_t a[2][4], b[NT][2];
 #pragma unroll
-            for (int t = 0; t < NT; t++) wv[t] = *(const uint4*)(ws + (wn * WN + t * 8 + g) * stride + k);
+            for (int mt = 0; mt < 2; mt++)
+                ldsm4(a_base + swz(a_row + mt * 16, kk * 2 + a_pc), a[mt][0], a[mt][1], a[mt][2], a[mt][3]);
+#pragma unroll
+            for (int t = 0; t < NT; t += 2)
+                ldsm4(b_base + swz(b_row + t * 8, kk * 2 + b_pc), b[t][0], b[t][1], b[t + 1][0], b[t + 1][1]);
 #pragma unroll
             for (int mt = 0; mt < 2; mt++)
 #pragma unroll
-                for (int t = 0; t < NT; t++) {
-                    mma16816(acc[mt][t], xa[mt].x, xb[mt].x, xa[mt].y, xb[mt].y, wv[t].x, wv[t].y);
-                    mma16816(acc[mt][t], xa[mt].z, xb[mt].z, xa[mt].w, xb[mt].w, wv[t].z, wv[t].w);
-                }
+                for (int t = 0; t < NT; t++) mma16816(acc[mt][t], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b[t][0], b[t][1]);
         }
     }
-    // The partial tile, fp32 [SK_ROWS][BN + 4], replaces the staged slices.
+
+    if (S == 1) {  // no cluster: store straight from the accumulators
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+            for (int t = 0; t < NT; t++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int row = m0 + wm * 32 + mt * 16 + g + (e >= 2 ? 8 : 0), n = n0 + wn * WN + t * 8 + q * 2 + (e & 1);
+                    if (row >= M || n >= OC) continue;
+                    const size_t o = (size_t)row * ldo + n;
+                    store_biased(out, o, acc[mt][t][e] + eb[t][e & 1], mode, mode == GEMV_RESIDUAL ? ((const float*)out)[o] : 0.f);
+                }
+        return;
+    }
+    // The partial tile, fp32 [BM][SK_PSTRIDE], replaces the pipeline's stages.
+    asm volatile("cp.async.wait_all;" ::: "memory");
     __syncthreads();
     float* part = (float*)sk_smem;
-    constexpr int pstride = BN + 4;
 #pragma unroll
     for (int mt = 0; mt < 2; mt++)
 #pragma unroll
         for (int t = 0; t < NT; t++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int row = row0 + mt * 16 + g + (e >= 2 ? 8 : 0), col = wn * WN + t * 8 + q * 2 + (e & 1);
-                part[row * pstride + col] = acc[mt][t][e];
+            for (int e = 0; e < 4; e += 2) {
+                const int row = wm * 32 + mt * 16 + g + (e >= 2 ? 8 : 0), col = wn * WN + t * 8 + q * 2;
+                *(float2*)(part + row * SK_PSTRIDE + col) = make_float2(acc[mt][t][e], acc[mt][t][e + 1]);
             }
     cluster_sync();  // every split's partial tile is written and visible
-    // This block's rows of the tile: sums over the splits, then the epilogue.
-    // Every split's 16 bytes are requested before any is added (in split
-    // order: results do not depend on timing). blockDim.x is a multiple of
-    // BN / 4, so a thread's four columns stay ecol.. for all its rows.
-    const int r_beg = split * M / S, r_end = (split + 1) * M / S;
-    for (int row = r_beg + threadIdx.x / (BN / 4); row < r_end; row += blockDim.x / (BN / 4)) {
-        const uint32_t local = smem_u32(part + row * pstride + ecol);
+    // This block's share of the tile's 4-column groups: sums over the
+    // splits, every split's 16 bytes requested before any is added.
+    for (int i = split * SK_THREADS + threadIdx.x; i < BM * SK_BN / 4; i += S * SK_THREADS) {
+        const int r = i / (SK_BN / 4), c = (i % (SK_BN / 4)) * 4, row = m0 + r;
+        if (row >= M) continue;
+        const uint32_t local = smem_u32(part + r * SK_PSTRIDE + c);
         float4 v[SK_MAX_SPLITS];
 #pragma unroll
         for (int sp = 0; sp < SK_MAX_SPLITS; sp++)
             if (sp < S) v[sp] = ld_cluster4(local, sp);
-        float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
+        float s4[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
         for (int sp = 0; sp < SK_MAX_SPLITS; sp++)
-            if (sp < S) s.x += v[sp].x, s.y += v[sp].y, s.z += v[sp].z, s.w += v[sp].w;
-        const float s4[4] = {s.x, s.y, s.z, s.w};
+            if (sp < S) s4[0] += v[sp].x, s4[1] += v[sp].y, s4[2] += v[sp].z, s4[3] += v[sp].w;
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-            const int n = n0 + ecol + e;
+            const int n = n0 + c + e;
             if (n >= OC) continue;
             const size_t o = (size_t)row * ldo + n;
-            store_biased(out, o, s4[e] + eb[e], mode, mode == GEMV_RESIDUAL ? ((const float*)out)[o] : 0.f);
+            store_biased(out, o, s4[e] + bias_of(n, OC, bias16, bias32, mode), mode,
+                         mode == GEMV_RESIDUAL ? ((const float*)out)[o] : 0.f);
         }
     }
     cluster_sync();  // no block leaves while another still reads its tile
@@ -166,11 +232,11 @@ __device__ __forceinline__ void gemm_skinny_impl(void* out, int ldo, const half_
 #endif
 }
 
-#define GEMM_SKINNY(BN)                                                                                              \
-    extern "C" __global__ void __launch_bounds__(256) gemm_skinny_n##BN(                                            \
+#define GEMM_SKINNY(BM)                                                                                              \
+    extern "C" __global__ void __launch_bounds__(SK_THREADS) gemm_skinny_m##BM(                                     \
         void* out, int ldo, const half_t* x, int ldx, const half_t* W, const half_t* bias16, const float* bias32,    \
         int M, int K, int OC, int mode) {                                                                            \
-        gemm_skinny_impl<BN>(out, ldo, x, ldx, W, bias16, bias32, M, K, OC, mode);                                   \
+        gemm_skinny_impl<BM>(out, ldo, x, ldx, W, bias16, bias32, M, K, OC, mode);                                   \
     }
 
 GEMM_SKINNY(32)

@@ -232,7 +232,8 @@ var decodeVariants = []variant{
 	{"no graph", setVariant(true, 0, 0, false, true)},
 	{"graph, no PDL", setVariant(false, 0, 0, false, false)},
 	{"graph, LN+cuBLASLt, block attention, no PDL", setVariant(false, -1, -1, true, false)},
-	{"graph, skinny GEMM", setVariant(false, 0, 128, false, true)},
+	{"graph, skinny GEMM up to 128 rows", setVariant(false, 0, 128, false, true)},
+	{"graph, cuBLASLt above 16 rows", setVariant(false, 0, -1, false, true)},
 }
 
 func setVariant(noGraph bool, gemvRows, skinnyRows int, blockDecode, pdl bool) func(d *cuda.Device) error {
@@ -246,7 +247,7 @@ func setVariant(noGraph bool, gemvRows, skinnyRows int, blockDecode, pdl bool) f
 }
 
 // ncuSteps runs, for each batch size and for the default kernels and the
-// skinny-GEMM projections, a few eager decode steps and then one between
+// skinny-GEMM projections at every row count, a few eager decode steps and then one between
 // ProfilerRange calls: under `ncu --profile-from-start off` exactly those
 // steps' kernels are measured, each step starting with encoder_forward.
 func ncuSteps(d *cuda.Device, r *rand.Rand, o options, p sample.Params, alloc func(int) []int32, batches []int) error {
