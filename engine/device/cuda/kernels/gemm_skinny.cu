@@ -1,5 +1,5 @@
 // gemm_skinny.cu: the projections of steps with 17..32 token rows by
-// default (decode at medium batch; up to 128 with --skinny-gemm-rows),
+// default (decode at medium batch; up to 128 with Options.SkinnyGemmRows),
 // where cuBLASLt's tiles for so few rows leave most SMs idle.
 // out(M, OC) = x(M, K) @ W(OC, K)^T, then the epilogue of mma.cuh; x is fp16.
 //
@@ -20,7 +20,7 @@
 // block through distributed shared memory, in split order (results do not
 // depend on timing), and applies the epilogue. No workspace, no atomics.
 //
-// Measured on the H100 (NOTES.md): faster than cuBLASLt at 32 rows (0.549 -
+// Measured on the H100 (NOTES.md): faster than cuBLASLt at 32 rows (0.544 -
 // 0.566 vs 0.586 - 0.596 ms a decode step), slower at 64 and 128 (1.30 vs
 // 1.06 ms at 128), also with 4 stages, and also with the slices staged by
 // bulk copies (TMA) instead of cp.async.
