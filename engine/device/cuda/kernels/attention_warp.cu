@@ -72,25 +72,18 @@ __device__ __forceinline__ void attention_decode_warp_impl(half_t* out, const ha
     // values once this round's values are summed, so a round's loads are
     // in flight while the previous round is still being worked on.
     uint4 kr[8], vr[8];
-    auto load_k = [&](int j0) {
+    // load(kv, cache, j0): this lane's pieces of the round's keys or values.
+    auto load = [&](uint4* kv, const half_t* cache, int j0) {
 #pragma unroll
         for (int r = 0; r < 8; r++) {
             const int j = j0 + 4 * r + kq;
-            kr[r] = make_uint4(0, 0, 0, 0);
-            if (j < kend && j != p) kr[r] = ld_kv(reinterpret_cast<const half_t*>(reinterpret_cast<const uint4*>(kc) + off[r]));
-        }
-    };
-    auto load_v = [&](int j0) {
-#pragma unroll
-        for (int r = 0; r < 8; r++) {
-            const int j = j0 + 4 * r + kq;
-            vr[r] = make_uint4(0, 0, 0, 0);
-            if (j < kend && j != p) vr[r] = ld_kv(reinterpret_cast<const half_t*>(reinterpret_cast<const uint4*>(vc) + off[r]));
+            kv[r] = make_uint4(0, 0, 0, 0);
+            if (j < kend && j != p) kv[r] = ld_kv(reinterpret_cast<const half_t*>(reinterpret_cast<const uint4*>(cache) + off[r]));
         }
     };
     lookup(kbeg, off);  // block tables are step inputs: before the wait
-    load_k(kbeg);
-    load_v(kbeg);
+    load(kr, kc, kbeg);
+    load(vr, vc, kbeg);
     if (kbeg + AW_ROUND < kend) lookup(kbeg + AW_ROUND, off);
     grid_dep_wait();     // qkv belongs to earlier kernels
     if (kbeg <= p && p < kend && kq == 0) {  // fused KV append of the new token
@@ -118,7 +111,7 @@ __device__ __forceinline__ void attention_decode_warp_impl(half_t* out, const ha
             for (int i = 0; i < 8; i++) x += q[i] * f[i];
             d[r] = x;
         }
-        if (more) load_k(j0 + AW_ROUND);
+        if (more) load(kr, kc, j0 + AW_ROUND);
 #pragma unroll
         for (int o = 1; o < 8; o <<= 1) {
 #pragma unroll
@@ -148,7 +141,7 @@ __device__ __forceinline__ void attention_decode_warp_impl(half_t* out, const ha
             m = mx;
         }
         if (more) {
-            load_v(j0 + AW_ROUND);
+            load(vr, vc, j0 + AW_ROUND);
             if (j0 + 2 * AW_ROUND < kend) lookup(j0 + 2 * AW_ROUND, off);
         }
     }
