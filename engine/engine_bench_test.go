@@ -28,32 +28,39 @@ func BenchmarkDecodeStep(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer e.Close()
-			const maxTokens = 100
-			var wg sync.WaitGroup
-			var elapsed time.Duration
 			steps0 := e.Stats().NumSteps
-			for range b.N {
-				start := time.Now()
-				for i := range numStreams {
-					s, err := e.Submit(&Request{PromptTokens: prompt(i, 8), MaxTokens: maxTokens, IgnoreEOS: true})
-					if err != nil {
-						b.Fatal(err)
-					}
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for range s.Outputs() {
-						}
-					}()
-				}
-				wg.Wait()
-				elapsed += time.Since(start)
-			}
+			elapsed := runStreams(b, e, numStreams, 100)
 			steps := e.Stats().NumSteps - steps0
 			b.ReportMetric(float64(elapsed.Nanoseconds())/float64(steps), "ns/step")
 			b.ReportMetric(float64(steps)/float64(b.N), "steps/op")
 		})
 	}
+}
+
+// runStreams submits numStreams requests of maxTokens tokens b.N times,
+// each with a reader draining its stream, and returns the wall time spent
+// until all of them finished.
+func runStreams(b *testing.B, e *Engine, numStreams, maxTokens int) time.Duration {
+	var wg sync.WaitGroup
+	var elapsed time.Duration
+	for range b.N {
+		start := time.Now()
+		for i := range numStreams {
+			s, err := e.Submit(&Request{PromptTokens: prompt(i, 8), MaxTokens: maxTokens, IgnoreEOS: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range s.Outputs() {
+				}
+			}()
+		}
+		wg.Wait()
+		elapsed += time.Since(start)
+	}
+	return elapsed
 }
 
 // syncSim is the sim device as a plain synchronous GPU would be: each
@@ -99,26 +106,8 @@ func BenchmarkOverlapStepTime(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer e.Close()
-				var wg sync.WaitGroup
-				var elapsed time.Duration
 				steps0 := e.Stats().NumSteps
-				for range b.N {
-					start := time.Now()
-					for i := range numStreams {
-						s, err := e.Submit(&Request{PromptTokens: prompt(i, 8), MaxTokens: 50, IgnoreEOS: true})
-						if err != nil {
-							b.Fatal(err)
-						}
-						wg.Add(1)
-						go func() {
-							defer wg.Done()
-							for range s.Outputs() {
-							}
-						}()
-					}
-					wg.Wait()
-					elapsed += time.Since(start)
-				}
+				elapsed := runStreams(b, e, numStreams, 50)
 				perStep := float64(elapsed.Nanoseconds()) / float64(e.Stats().NumSteps-steps0)
 				b.ReportMetric(perStep, "ns/step")
 				b.ReportMetric(perStep/float64(step.Nanoseconds()), "step_ratio")

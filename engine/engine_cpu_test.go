@@ -24,6 +24,14 @@ var tinyWeights = sync.OnceValues(func() (*model.Weights, error) {
 // newCPUEngine runs the tiny model on the CPU device under cfg.
 func newCPUEngine(t *testing.T, cfg Config) *Engine {
 	t.Helper()
+	dev := tinyCPUDevice(t, &cfg)
+	return newEngine(t, cfg, dev)
+}
+
+// tinyCPUDevice builds the CPU device over the tiny model with cfg's KV
+// cache, and sets cfg's model length and EOS token from the model.
+func tinyCPUDevice(t *testing.T, cfg *Config) *cpu.Device {
+	t.Helper()
 	w, err := tinyWeights()
 	if err != nil {
 		t.Fatal(err)
@@ -33,7 +41,7 @@ func newCPUEngine(t *testing.T, cfg Config) *Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newEngine(t, cfg, dev)
+	return dev
 }
 
 // batchRequests are 32 requests of different prompt and output lengths. The

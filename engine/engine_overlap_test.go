@@ -147,15 +147,7 @@ func TestOverlapMatchesSyncOnCPU(t *testing.T) {
 // newAsyncCPUEngine is newCPUEngine over the CPU device's Async wrapper.
 func newAsyncCPUEngine(t *testing.T, cfg Config) *Engine {
 	t.Helper()
-	w, err := tinyWeights()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxModelLen, cfg.EOSToken = w.Config.MaxSeqLen, w.Config.EOSTokenID
-	dev, err := cpu.New(w, device.KVConfig{NumBlocks: cfg.NumBlocks, BlockSizeTokens: cfg.BlockSizeTokens}, cpu.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dev := tinyCPUDevice(t, &cfg)
 	return newEngine(t, cfg, cpu.NewAsync(dev))
 }
 

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/roseinfer/roseinfer/harness/backend"
+	"github.com/roseinfer/roseinfer/harness/backend/backendtest"
 	"github.com/roseinfer/roseinfer/results"
 )
 
@@ -119,7 +119,7 @@ func startBench(t *testing.T, bin, outDir string) (*exec.Cmd, *lockedBuffer) {
 	}
 	args, _ := json.Marshal([]string{"online", "--device", "sim", "--server-args", "--sim-step-us 1000",
 		"--roseinfer-bin", bin, "--trace", tracePath, "--n", "400", "--scales", "1,1", "--ignore-eos",
-		"--warmup-requests", "1", "--start-offset-s", "0.1", "--port-base", strconv.Itoa(ephemeralPortBase(t)), "--output-dir", outDir})
+		"--warmup-requests", "1", "--start-offset-s", "0.1", "--port-base", strconv.Itoa(backendtest.PortBase(t)), "--output-dir", outDir})
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -228,16 +228,4 @@ func TestSecondInterruptExitsNow(t *testing.T) {
 		t.Fatalf("processes left after two Ctrl-C: %v", left)
 	}
 	checkPartial(t, outDir)
-}
-
-// ephemeralPortBase returns a port the kernel just handed out (and took
-// back): a base unlikely to collide with servers other test processes start.
-func ephemeralPortBase(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }

@@ -2,13 +2,13 @@ package offline
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/roseinfer/roseinfer/harness/backend"
+	"github.com/roseinfer/roseinfer/harness/backend/backendtest"
 	"github.com/roseinfer/roseinfer/results"
 )
 
@@ -34,7 +34,7 @@ func TestBothBackendsCPUInputLen256(t *testing.T) {
 	o.RoseinferBin = bin
 	o.NumPrompts, o.InputLen, o.OutputLen = 3, 256, 4
 	o.WarmupPrompts = 1
-	o.PortBase = ephemeralPortBase(t)
+	o.PortBase = backendtest.PortBase(t)
 	o.RunDir = t.TempDir()
 	rep, err := Run(ctx, o)
 	if err != nil {
@@ -62,16 +62,4 @@ func TestBothBackendsCPUInputLen256(t *testing.T) {
 	if len(backend.Running()) != 0 {
 		t.Error("server still running after the run")
 	}
-}
-
-// ephemeralPortBase returns a port the kernel just handed out (and took
-// back): a base unlikely to collide with servers other test processes start.
-func ephemeralPortBase(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }

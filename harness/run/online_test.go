@@ -84,16 +84,7 @@ func TestOnlineAgainstRunningServer(t *testing.T) {
 	o.Repeat = 2
 	o.SLO = "ttft=1000ms"
 	rep, err := Online(context.Background(), context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rep.Failures) != 0 || rep.Interrupted {
-		t.Fatalf("failures %v interrupted %v", rep.Failures, rep.Interrupted)
-	}
-	on, err := results.LoadOnline(rep.ResultsPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	on := loadCleanRun(t, rep, err)
 	// 2 warmups + 12 requests × 2 scales × 2 rounds.
 	if got := served.Load(); got != 2+12*2*2 {
 		t.Errorf("server saw %d requests", got)
@@ -244,4 +235,21 @@ func TestBuildSpecsVariants(t *testing.T) {
 	if _, _, err := BuildSpecs(context.Background(), &o); err == nil {
 		t.Error("--variant without roseinfer was accepted")
 	}
+}
+
+// loadCleanRun checks that an Online run returned no error, no backend
+// failure and no interruption, and loads its results file.
+func loadCleanRun(t *testing.T, rep *Report, err error) *results.Online {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Failures) != 0 || rep.Interrupted {
+		t.Fatalf("failures %v interrupted %v", rep.Failures, rep.Interrupted)
+	}
+	on, err := results.LoadOnline(rep.ResultsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return on
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/roseinfer/roseinfer/engine/hrtimer"
 	"github.com/roseinfer/roseinfer/harness/backend"
+	"github.com/roseinfer/roseinfer/harness/backend/backendtest"
 	"github.com/roseinfer/roseinfer/results"
 )
 
@@ -99,7 +99,7 @@ func simOptions(t *testing.T, stepUS int, extra ...string) OnlineOptions {
 	o.IgnoreEOS = true
 	o.WarmupRequests = 5
 	o.WarmupOutputLen = 8
-	o.PortBase = ephemeralPortBase(t)
+	o.PortBase = backendtest.PortBase(t)
 	o.RunDir = t.TempDir()
 	o.TimeoutReady = 60 * time.Second
 	// Pinning would also pin this test process for the tests after it.
@@ -190,16 +190,7 @@ func fidelityRun(t *testing.T) ([]string, bool) {
 	probe := startProbe(t)
 	rep, err := Online(context.Background(), context.Background(), o)
 	noise50, noise99 := probe.finish()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rep.Failures) != 0 {
-		t.Fatalf("failures: %v", rep.Failures)
-	}
-	on, err := results.LoadOnline(rep.ResultsPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	on := loadCleanRun(t, rep, err)
 	s := on.Summaries[0]
 	if s.NumSuccess != 300 || s.TotalOutputTokens != 300*8 {
 		t.Fatalf("%d/%d ok, %d tokens; want all 300 with exactly 8 tokens", s.NumSuccess, s.NumRequests, s.TotalOutputTokens)
@@ -287,16 +278,7 @@ func TestSimMultiTokenChunks(t *testing.T) {
 	o.N = 20
 	probe := startProbe(t)
 	rep, err := Online(context.Background(), context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rep.Failures) != 0 {
-		t.Fatalf("failures: %v", rep.Failures)
-	}
-	on, err := results.LoadOnline(rep.ResultsPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	on := loadCleanRun(t, rep, err)
 	// The server sends every 4 tokens, or more at once when its writer
 	// falls behind the engine (it merges what is pending): the client must
 	// count what each chunk carries, whatever it is.
@@ -405,18 +387,6 @@ func TestServerKilledMidReplay(t *testing.T) {
 	}
 }
 
-// ephemeralPortBase returns a port the kernel just handed out (and took
-// back): a base unlikely to collide with servers other test processes start.
-func ephemeralPortBase(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // --endpoint chat sends text prompts to /v1/chat/completions; the role-only
 // opener is not a token, and every request still yields exactly its tokens.
 func TestSimChatEndpoint(t *testing.T) {
@@ -425,16 +395,7 @@ func TestSimChatEndpoint(t *testing.T) {
 	o.TracePath = burstTrace(t, 10, 50, 24, 8)
 	o.N = 10
 	rep, err := Online(context.Background(), context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rep.Failures) != 0 {
-		t.Fatalf("failures: %v", rep.Failures)
-	}
-	on, err := results.LoadOnline(rep.ResultsPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	on := loadCleanRun(t, rep, err)
 	s := on.Summaries[0]
 	if s.NumSuccess != 10 || s.TotalOutputTokens != 80 {
 		t.Errorf("%d/%d ok with %d tokens, want 10 with 80", s.NumSuccess, s.NumRequests, s.TotalOutputTokens)
