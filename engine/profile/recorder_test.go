@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -76,7 +77,7 @@ func TestRecorderWindows(t *testing.T) {
 					gotSteps = append(gotSteps, s.Batch.Step)
 				}
 			}
-			if !equalInts(gotSteps, tc.wantSteps) {
+			if !slices.Equal(gotSteps, tc.wantSteps) {
 				t.Errorf("recorded steps %v, want %v", gotSteps, tc.wantSteps)
 			}
 			if len(c.Spans) != 4*len(tc.wantSteps) {
@@ -84,18 +85,6 @@ func TestRecorderWindows(t *testing.T) {
 			}
 		})
 	}
-}
-
-func equalInts(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestRecorderSpanNamesAndNesting(t *testing.T) {

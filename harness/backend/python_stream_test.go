@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -84,7 +85,7 @@ func TestStreamFixtures(t *testing.T) {
 			for _, ch := range res.Chunks {
 				tokens = append(tokens, ch.Tokens)
 			}
-			if !equalInts(tokens, c.chunkTokens) || res.CountSource != c.source || res.FinishReason != c.finish {
+			if !slices.Equal(tokens, c.chunkTokens) || res.CountSource != c.source || res.FinishReason != c.finish {
 				t.Errorf("chunks %v source %q finish %q, want %v %q %q", tokens, res.CountSource, res.FinishReason,
 					c.chunkTokens, c.source, c.finish)
 			}
@@ -96,18 +97,6 @@ func TestStreamFixtures(t *testing.T) {
 			}
 		})
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // The request each backend receives: token-id prompt, max_tokens always

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -227,7 +228,7 @@ func TestStreamQuirks(t *testing.T) {
 			for _, ch := range res.Chunks {
 				got = append(got, ch.Tokens)
 			}
-			if !equalInts(got, tc.wantTokens) {
+			if !slices.Equal(got, tc.wantTokens) {
 				t.Errorf("tokens per chunk %v, want %v", got, tc.wantTokens)
 			}
 			if res.Text() != tc.wantText {
@@ -265,18 +266,6 @@ func checkTimeOrder(t *testing.T, res *Result) {
 	if res.End.Before(prev) {
 		t.Errorf("end before the last chunk")
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Arrival times are taken when bytes arrive, not when the client gets round
