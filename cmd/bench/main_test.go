@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/roseinfer/roseinfer/harness/backend"
 	"github.com/roseinfer/roseinfer/harness/backend/backendtest"
 	"github.com/roseinfer/roseinfer/results"
 )
@@ -53,20 +51,7 @@ func buildRoseinfer(t *testing.T) string {
 		}
 		return bin
 	}
-	root, err := backend.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m, _ := filepath.Glob(filepath.Join(root, "cmd", "roseinfer", "*.go")); len(m) == 0 {
-		t.Skip("cmd/roseinfer has no sources yet")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	bin, err := backend.BuildRoseinfer(ctx, root, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bin
+	return backendtest.Roseinfer(t)
 }
 
 // processesRunning lists live processes whose command line mentions s.

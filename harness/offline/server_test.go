@@ -15,21 +15,9 @@ import (
 // Both labels against the real roseinfer on the CPU default: token totals
 // equal prompts × lengths exactly, through the engine API and over HTTP.
 func TestBothBackendsCPUInputLen256(t *testing.T) {
-	root, err := backend.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m, _ := filepath.Glob(filepath.Join(root, "cmd", "roseinfer", "*.go")); len(m) == 0 {
-		t.Skip("cmd/roseinfer has no sources yet")
-	}
+	bin := backendtest.Roseinfer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	bin := os.Getenv("ROSEINFER_BIN") // a prebuilt binary, else build one
-	if bin == "" {
-		if bin, err = backend.BuildRoseinfer(ctx, root, t.TempDir()); err != nil {
-			t.Fatal(err)
-		}
-	}
 	o := Default()
 	o.RoseinferBin = bin
 	o.NumPrompts, o.InputLen, o.OutputLen = 3, 256, 4

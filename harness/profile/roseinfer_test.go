@@ -13,31 +13,11 @@ import (
 
 	gprofile "github.com/google/pprof/profile"
 
-	"github.com/roseinfer/roseinfer/harness/backend"
+	"github.com/roseinfer/roseinfer/harness/backend/backendtest"
 	"github.com/roseinfer/roseinfer/harness/offline"
 	"github.com/roseinfer/roseinfer/harness/run"
 	"github.com/roseinfer/roseinfer/results"
 )
-
-// buildRoseinfer builds cmd/roseinfer into a temp dir ($ROSEINFER_BIN names
-// a prebuilt one instead).
-func buildRoseinfer(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("ROSEINFER_BIN"); p != "" {
-		return p
-	}
-	root, err := backend.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	bin, err := backend.BuildRoseinfer(ctx, root, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bin
-}
 
 // burstTrace writes a BurstGPT-format trace of n requests, rate per second.
 func burstTrace(t *testing.T, n int, rate float64, inputLen, outputLen int) string {
@@ -64,7 +44,7 @@ func TestOnlineRoseinferAllTools(t *testing.T) {
 		t.Skip("builds and runs roseinfer")
 	}
 	bench := run.DefaultOnline()
-	bench.RoseinferBin = buildRoseinfer(t)
+	bench.RoseinferBin = backendtest.Roseinfer(t)
 	bench.Device = "sim"
 	bench.ServerArgs = []string{"--sim-step-us", "2000"}
 	bench.TracePath = burstTrace(t, 40, 50, 64, 16)
@@ -193,7 +173,7 @@ func TestOfflineRoseinferTorch(t *testing.T) {
 		t.Skip("builds and runs roseinfer")
 	}
 	bench := offline.Default()
-	bench.RoseinferBin = buildRoseinfer(t)
+	bench.RoseinferBin = backendtest.Roseinfer(t)
 	bench.Device = "sim"
 	bench.SimStep = time.Millisecond
 	bench.WarmupPrompts = 1

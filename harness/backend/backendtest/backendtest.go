@@ -1,10 +1,17 @@
 // Package backendtest holds what tests of packages that launch servers
-// share, as net/http/httptest does for handlers.
+// share, as net/http/httptest does for handlers. (The backend package's own
+// tests cannot use it: it imports backend.)
 package backendtest
 
 import (
+	"context"
 	"net"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
+
+	"github.com/roseinfer/roseinfer/harness/backend"
 )
 
 // PortBase returns a port the kernel just handed out (and took back): a
@@ -17,4 +24,28 @@ func PortBase(t testing.TB) int {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// Roseinfer returns the roseinfer binary a test runs: $ROSEINFER_BIN when
+// set (a prebuilt one), else cmd/roseinfer built into a test directory. It
+// skips the test while the module has no cmd/roseinfer sources.
+func Roseinfer(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("ROSEINFER_BIN"); p != "" {
+		return p
+	}
+	root, err := backend.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(root, "cmd", "roseinfer", "*.go")); len(m) == 0 {
+		t.Skip("cmd/roseinfer has no sources yet")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	bin, err := backend.BuildRoseinfer(ctx, root, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
 }
