@@ -66,8 +66,8 @@ func batchRequests() []Request {
 	return reqs
 }
 
-// generate submits reqs at once and returns each one's tokens and timing.
-func generate(t *testing.T, e *Engine, reqs []Request) ([][]int32, []Timing) {
+// submitAll submits reqs at once and returns their streams.
+func submitAll(t *testing.T, e *Engine, reqs []Request) []*Stream {
 	t.Helper()
 	streams := make([]*Stream, len(reqs))
 	for i := range reqs {
@@ -77,6 +77,13 @@ func generate(t *testing.T, e *Engine, reqs []Request) ([][]int32, []Timing) {
 		}
 		streams[i] = s
 	}
+	return streams
+}
+
+// generate submits reqs at once and returns each one's tokens and timing.
+func generate(t *testing.T, e *Engine, reqs []Request) ([][]int32, []Timing) {
+	t.Helper()
+	streams := submitAll(t, e, reqs)
 	tokens := make([][]int32, len(reqs))
 	timings := make([]Timing, len(reqs))
 	for i, s := range streams {

@@ -39,14 +39,7 @@ type result struct {
 // runWorkload submits reqs at once and reads every stream to its end.
 func runWorkload(t *testing.T, e *Engine, reqs []Request) []result {
 	t.Helper()
-	streams := make([]*Stream, len(reqs))
-	for i := range reqs {
-		s, err := e.Submit(&reqs[i])
-		if err != nil {
-			t.Fatalf("request %d: %v", i, err)
-		}
-		streams[i] = s
-	}
+	streams := submitAll(t, e, reqs)
 	out := make([]result, len(reqs))
 	for i, s := range streams {
 		outs := collect(t, s)
