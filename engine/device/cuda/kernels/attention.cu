@@ -82,29 +82,23 @@ __device__ __forceinline__ void attention_decode_impl(
     for (int j0 = kbeg + warp * KPW; j0 < kend; j0 += 2 * stride) {
         int ja = j0 + grp, jb = j0 + stride + grp;
         bool va = ja < kend, vb = jb < kend;
-        uint4 ka = make_uint4(0, 0, 0, 0), kb = ka, xa = ka, xb = ka;
-        if (va) {
+        // load: key j's pieces (the new token's from qkv), zero past kend.
+        auto load = [&](int j, bool valid, uint4& k, uint4& v) {
+            k = v = make_uint4(0, 0, 0, 0);
+            if (!valid) return;
             const half_t *kp, *vp;
-            if (ja == p) {
+            if (j == p) {
                 kp = qrow + C + sub * 8, vp = qrow + 2 * C + sub * 8;
             } else {
-                size_t o = kv_offset(bt[ja / B], h, ja % B, NH, B, HD) + sub * 8;
+                size_t o = kv_offset(bt[j / B], h, j % B, NH, B, HD) + sub * 8;
                 kp = kc + o, vp = vc + o;
             }
-            ka = *(const uint4*)kp;
-            xa = *(const uint4*)vp;
-        }
-        if (vb) {
-            const half_t *kp, *vp;
-            if (jb == p) {
-                kp = qrow + C + sub * 8, vp = qrow + 2 * C + sub * 8;
-            } else {
-                size_t o = kv_offset(bt[jb / B], h, jb % B, NH, B, HD) + sub * 8;
-                kp = kc + o, vp = vc + o;
-            }
-            kb = *(const uint4*)kp;
-            xb = *(const uint4*)vp;
-        }
+            k = *(const uint4*)kp;
+            v = *(const uint4*)vp;
+        };
+        uint4 ka, kb, xa, xb;
+        load(ja, va, ka, xa);
+        load(jb, vb, kb, xb);
         float fa[8], fb[8];
         unpack8(ka, fa);
         unpack8(kb, fb);

@@ -69,11 +69,6 @@ __device__ __forceinline__ float4 ld_cluster4(uint32_t local, int rank) {
     return v;
 }
 
-// bias_of is column n's bias in the epilogue mode (0 past OC).
-__device__ __forceinline__ float bias_of(int n, int OC, const half_t* bias16, const float* bias32, int mode) {
-    return n >= OC ? 0.f : mode == GEMV_RESIDUAL ? bias32[n] : mode == GEMV_OUT32 ? 0.f : h2f(bias16[n]);
-}
-
 // Grid (ceil(OC / 64), S, ceil(M / BM)), cluster (1, S, 1), SK_THREADS
 // threads, SK_STAGES * (BM + 64) * 128 bytes of dynamic shared memory
 // (skinnySmem in gemv.go). K is a multiple of SK_BK.

@@ -69,7 +69,7 @@ __device__ __forceinline__ void gemv_impl(void* out, int ldo, const half_t* x, i
 #pragma unroll
             for (int j = 0; j < 2; j++) {
                 const int n = blockIdx.x * NT * 8 + t * 8 + q * 2 + j;
-                pre_b[t][j] = n >= OC ? 0.f : mode == GEMV_RESIDUAL ? bias32[n] : mode == GEMV_OUT32 ? 0.f : h2f(bias16[n]);
+                pre_b[t][j] = bias_of(n, OC, bias16, bias32, mode);
             }
     }
     if (LN && warp == 0) {  // LayerNorm weights into L1 (this SM's) for the staging below

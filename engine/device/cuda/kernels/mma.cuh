@@ -53,6 +53,12 @@ __device__ __forceinline__ void epilogue(void* out, size_t o, int n, float s, co
     }
 }
 
+// bias_of is column n's bias in the epilogue mode (0 past OC), for callers
+// that fetch it ahead of the epilogue.
+__device__ __forceinline__ float bias_of(int n, int OC, const half_t* bias16, const float* bias32, int mode) {
+    return n >= OC ? 0.f : mode == GEMV_RESIDUAL ? bias32[n] : mode == GEMV_OUT32 ? 0.f : h2f(bias16[n]);
+}
+
 // store_biased is epilogue() for a caller that fetched the bias (and, for
 // the residual epilogue, the output's prior value) ahead of time: v is
 // acc + bias already.

@@ -216,6 +216,26 @@ __device__ __forceinline__ void pick_bin(Scratch& sm, int remaining) {
     }
 }
 
+// hist_add counts one key into bin of sm.hist (-1: none); every lane of the
+// warp calls it. Keys share their top bits, so most land in a few bins:
+// lanes with the same bin add once per warp (match_any) instead of contending.
+__device__ __forceinline__ void hist_add(Scratch& sm, int bin) {
+    const unsigned peers = __match_any_sync(0xffffffffu, bin);
+    if (bin >= 0 && (int)(threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&sm.hist[bin], (unsigned)__popc(peers));
+}
+
+// next_digit ends a radix round once every thread has called hist_add: the
+// bin holding the remaining-th largest key becomes prefix's next 8 bits and
+// remaining the rank left inside it; sm.hist is free again on return.
+__device__ __forceinline__ void next_digit(Scratch& sm, uint32_t& prefix, int& remaining) {
+    __syncthreads();
+    pick_bin(sm, remaining);
+    __syncthreads();
+    prefix = (prefix << 8) | (uint32_t)sm.bi[0];
+    remaining = sm.bi[1];
+    __syncthreads();
+}
+
 // kth_largest returns the k-th largest (1-based, k <= SAMPLE_THREADS) of the
 // block's per-thread keys: four rounds of an 8-bit radix select.
 __device__ uint32_t kth_largest(Scratch& sm, uint32_t mine, int k) {
@@ -225,14 +245,8 @@ __device__ uint32_t kth_largest(Scratch& sm, uint32_t mine, int k) {
         if (threadIdx.x < 256) sm.hist[threadIdx.x] = 0;
         __syncthreads();
         int bin = (shift == 24 || (mine >> (shift + 8)) == prefix) ? (int)((mine >> shift) & 0xff) : -1;
-        unsigned peers = __match_any_sync(0xffffffffu, bin);
-        if (bin >= 0 && (int)(threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&sm.hist[bin], (unsigned)__popc(peers));
-        __syncthreads();
-        pick_bin(sm, remaining);
-        __syncthreads();
-        prefix = (prefix << 8) | (uint32_t)sm.bi[0];
-        remaining = sm.bi[1];
-        __syncthreads();
+        hist_add(sm, bin);
+        next_digit(sm, prefix, remaining);
     }
     return prefix;
 }
@@ -246,8 +260,6 @@ __device__ uint32_t radix_kth(Scratch& sm, int V, int k, In in, KeyF keyf, int* 
     for (int shift = 24; shift >= 0; shift -= 8) {
         for (int i = threadIdx.x; i < 256; i += blockDim.x) sm.hist[i] = 0;
         __syncthreads();
-        // Logits share their top bits, so most ids land in a few bins: lanes
-        // with the same bin add once per warp (match_any) instead of contending.
         for (int base = 0; base < V; base += blockDim.x) {
             int i = base + threadIdx.x;
             int bin = -1;
@@ -255,15 +267,9 @@ __device__ uint32_t radix_kth(Scratch& sm, int V, int k, In in, KeyF keyf, int* 
                 uint32_t key = keyf(i);
                 if (shift == 24 || (key >> (shift + 8)) == prefix) bin = (key >> shift) & 0xff;
             }
-            unsigned peers = __match_any_sync(0xffffffffu, bin);
-            if (bin >= 0 && (int)(threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&sm.hist[bin], (unsigned)__popc(peers));
+            hist_add(sm, bin);
         }
-        __syncthreads();
-        pick_bin(sm, remaining);
-        __syncthreads();
-        prefix = (prefix << 8) | (uint32_t)sm.bi[0];
-        remaining = sm.bi[1];
-        __syncthreads();
+        next_digit(sm, prefix, remaining);
     }
     *ties = remaining;
     return prefix;
