@@ -116,12 +116,7 @@ func runGemvCase(t *testing.T, g *gpu, r *rand.Rand, kname string, ln bool, M, K
 	if err := g.launch(g.kernel(kname), grid, 1, 1, gemvThreads, 0, args...); err != nil {
 		t.Fatal(err)
 	}
-	var got []float32
-	if fp32Out {
-		got = download[float32](t, g, out, M*ldo)
-	} else {
-		got = fromF16(download[uint16](t, g, out, M*ldo))
-	}
+	got := downloadOutput(t, g, out, M*ldo, fp32Out)
 	checkProjection(t, got, init, M, ldo, OC, K, mode, func(m, k int) float64 { return xin[m][k] }, W, bias16, bias)
 }
 
@@ -196,13 +191,17 @@ func runSkinnyCase(t *testing.T, g *gpu, r *rand.Rand, M, K, OC, mode int, sh sk
 			t.Fatal(err)
 		}
 	}
-	var got []float32
-	if fp32Out {
-		got = download[float32](t, g, out, M*ldo)
-	} else {
-		got = fromF16(download[uint16](t, g, out, M*ldo))
-	}
+	got := downloadOutput(t, g, out, M*ldo, fp32Out)
 	checkProjection(t, got, init, M, ldo, OC, K, mode, func(m, k int) float64 { return float64(x[m*ldx+k]) }, W, bias16, bias)
+}
+
+// downloadOutput reads n outputs of a projection, fp32 or fp16, as floats.
+func downloadOutput(t *testing.T, g *gpu, out devPtr, n int, fp32Out bool) []float32 {
+	t.Helper()
+	if fp32Out {
+		return download[float32](t, g, out, n)
+	}
+	return fromF16(download[uint16](t, g, out, n))
 }
 
 // checkProjection compares M rows (stride ldo) of a projection's output
