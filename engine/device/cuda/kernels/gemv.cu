@@ -18,7 +18,7 @@
 #include "mma.cuh"
 
 #define GEMV_WARPS 8
-#define GEMV_U 6         // 32-wide k chunks per warp per round (loads in flight)
+#define GEMV_U 6         // 32-wide k chunks per warp per round (loads in flight); see GU
 #define GEMV_MAXC 1024   // largest K of the _ln kernels (staged rows)
 #define GEMV_XPAD 32     // halves of padding per staged row: quads of rows hit different banks
 
@@ -37,13 +37,17 @@ __device__ __forceinline__ void gemv_impl(void* out, int ldo, const half_t* x, i
     const int nchunk = K / 32;
     const int c_beg = warp * nchunk / GEMV_WARPS, c_end = (warp + 1) * nchunk / GEMV_WARPS;
     const int ntiles = (OC + NT * 8 - 1) / (NT * 8);
-    // load_w: this lane's pieces of chunks c..c+GEMV_U-1 of the tile's
+    // Chunks per round: the one-tile 8-row kernels hold twice as many in
+    // the same registers, so a K = 3072 projection (12 chunks a warp) is
+    // requested whole before the wait instead of half of it after.
+    constexpr int GU = (MR == 8 && NT == 1) ? 2 * GEMV_U : GEMV_U;
+    // load_w: this lane's pieces of chunks c..c+GU-1 of the tile's
     // columns. Chunks past c_end and columns past OC are clamped to valid
     // addresses: their products meet zero activations or are never stored.
-    uint4 wv[GEMV_U][NT];
+    uint4 wv[GU][NT];
     auto load_w = [&](int tile, int c) {
 #pragma unroll
-        for (int u = 0; u < GEMV_U; u++) {
+        for (int u = 0; u < GU; u++) {
             const int k = min(c + u, c_end - 1) * 32 + q * 8;
 #pragma unroll
             for (int t = 0; t < NT; t++) {
@@ -134,12 +138,12 @@ __device__ __forceinline__ void gemv_impl(void* out, int ldo, const half_t* x, i
         float acc[NT][4];
 #pragma unroll
         for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.f;
-        for (int c = c_beg; c < c_end; c += GEMV_U) {
+        for (int c = c_beg; c < c_end; c += GU) {
             if (!preloaded) load_w(tile, c);
             preloaded = false;
-            uint4 xa[GEMV_U], xb[GEMV_U];
+            uint4 xa[GU], xb[GU];
 #pragma unroll
-            for (int u = 0; u < GEMV_U; u++) {
+            for (int u = 0; u < GU; u++) {
                 const int k = (c + u) * 32 + q * 8;
                 const bool ok = c + u < c_end;
                 if (LN) {
@@ -153,7 +157,7 @@ __device__ __forceinline__ void gemv_impl(void* out, int ldo, const half_t* x, i
             // Lane (g, q) holds k = 32c + 8q .. +7 of row g (x) and column g (W):
             // halves 0-3 are the first MMA's k = 2q, 2q+1, 2q+8, 2q+9, halves 4-7 the second's.
 #pragma unroll
-            for (int u = 0; u < GEMV_U; u++) {
+            for (int u = 0; u < GU; u++) {
 #pragma unroll
                 for (int t = 0; t < NT; t++) {
                     mma16816(acc[t], xa[u].x, xb[u].x, xa[u].y, xb[u].y, wv[u][t].x, wv[u][t].y);

@@ -32,6 +32,8 @@ type options struct {
 	maxStepTokens         int
 	skipOffline, skipProf bool
 	ncuBatches            string
+	sampling              string
+	variants              map[string]bool // decode variants to time (nil: all)
 	profileHook           func(on bool) error // decodeStep: around the timed steps (ncu)
 }
 
@@ -50,7 +52,15 @@ func main() {
 	flag.BoolVar(&o.skipOffline, "skip-offline", false, "skip the offline run")
 	flag.BoolVar(&o.skipProf, "skip-profile", false, "skip the per-op table")
 	flag.StringVar(&o.ncuBatches, "ncu-batches", "", "only run one profiled decode step per batch size (for ncu --profile-from-start off)")
+	flag.StringVar(&o.sampling, "sampling", "T0.7/p0.9/k50", "sampling of every step: T0.7/p0.9/k50 or greedy")
+	variants := flag.String("variants", "", "comma-separated decode variants to time, e.g. 'graph,no graph' (default all)")
 	flag.Parse()
+	if *variants != "" {
+		o.variants = map[string]bool{}
+		for _, v := range strings.Split(*variants, ",") {
+			o.variants[strings.TrimSpace(v)] = true
+		}
+	}
 	var err error
 	if o.batches, err = parseBatches(batches); err != nil {
 		fmt.Fprintln(os.Stderr, "cudabench:", err)
@@ -113,6 +123,13 @@ func run(o options) error {
 	fmt.Printf("device %s; model %s (%d params); setup %.1fs\n", d.GPUName(), o.preset, cfg.NumParameters(), time.Since(t0).Seconds())
 	r := rand.New(rand.NewPCG(1, 2))
 	params := sample.Params{Temperature: 0.7, TopK: 50, TopP: 0.9}
+	switch o.sampling {
+	case "T0.7/p0.9/k50":
+	case "greedy":
+		params = sample.Params{}
+	default:
+		return fmt.Errorf("-sampling %q: want T0.7/p0.9/k50 or greedy", o.sampling)
+	}
 	nextBlock := int32(0)
 	alloc := func(tokens int) []int32 {
 		n := (tokens + o.blockSize - 1) / o.blockSize
@@ -140,6 +157,9 @@ func run(o options) error {
 	record("driver CUDA version", strconv.Itoa(ceil.DriverCUDA))
 	for _, b := range o.batches {
 		for _, v := range decodeVariants {
+			if o.variants != nil && !o.variants[v.name] {
+				continue
+			}
 			if err := v.set(d); err != nil {
 				return err
 			}
@@ -147,7 +167,7 @@ func run(o options) error {
 			if err != nil {
 				return fmt.Errorf("decode batch %d (%s): %w", b, v.name, err)
 			}
-			record(fmt.Sprintf("decode step, batch %d, ctx %d (%s)", b, o.ctx, v.name), fmt.Sprintf("%.3f ms (%.0f tok/s)", ms, float64(b)/ms*1000))
+			record(fmt.Sprintf("decode step, batch %d, ctx %d, %s (%s)", b, o.ctx, o.sampling, v.name), fmt.Sprintf("%.3f ms (%.0f tok/s)", ms, float64(b)/ms*1000))
 		}
 		if err := decodeVariants[0].set(d); err != nil {
 			return err
