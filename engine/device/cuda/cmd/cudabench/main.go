@@ -33,7 +33,7 @@ type options struct {
 	skipOffline, skipProf bool
 	ncuBatches            string
 	sampling              string
-	variants              map[string]bool // decode variants to time (nil: all)
+	variants              map[string]bool     // decode variants to time (nil: all)
 	profileHook           func(on bool) error // decodeStep: around the timed steps (ncu)
 }
 
