@@ -42,17 +42,18 @@ __device__ __forceinline__ void gemv_impl(void* out, int ldo, const half_t* x, i
     // requested whole before the wait instead of half of it after.
     constexpr int GU = (MR == 8 && NT == 1) ? 2 * GEMV_U : GEMV_U;
     // load_w: this lane's pieces of chunks c..c+GU-1 of the tile's
-    // columns. Chunks past c_end and columns past OC are clamped to valid
-    // addresses: their products meet zero activations or are never stored.
+    // columns. Chunks past c_end are not read (their products meet zero
+    // activations: with K = 768 a warp has 3 chunks, so most slots stay
+    // empty); columns past OC are clamped to a valid address and never stored.
     uint4 wv[GU][NT];
     auto load_w = [&](int tile, int c) {
 #pragma unroll
         for (int u = 0; u < GU; u++) {
-            const int k = min(c + u, c_end - 1) * 32 + q * 8;
+            const int k = (c + u) * 32 + q * 8;
 #pragma unroll
             for (int t = 0; t < NT; t++) {
                 const int n = min(tile * NT * 8 + t * 8 + g, OC - 1);
-                wv[u][t] = ld_stream(W + (size_t)n * K + k);
+                wv[u][t] = c + u < c_end ? ld_stream(W + (size_t)n * K + k) : zero;
             }
         }
     };
