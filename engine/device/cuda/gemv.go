@@ -75,8 +75,16 @@ func (d *Device) gemvShape(ln bool, rows, oc, perSM int) (kernel, int) {
 
 // gemvLN: out(rows, oc) = LayerNorm(resid[sel[i]] or resid[i]; lnW, lnB) @ w^T,
 // then the epilogue (bias16 for the fp16 modes). sel = 0: the first rows rows.
+//
+// The LM head (gemvOut32, the only fp32-out use) leaves one SM free: the
+// sampler's block that follows needs a whole SM's registers, and on a free
+// SM it is resident and waiting on the grid dependency when the LM head
+// ends, instead of launching only once an SM drains (batch 1: about 5 us).
 func (d *Device) gemvLN(out devPtr, ldo int, resid, sel, lnW, lnB, w, bias16 devPtr, rows, oc, mode int) error {
 	k, grid := d.gemvShape(true, rows, oc, 2)
+	if mode == gemvOut32 && d.g.smCount > 1 {
+		grid = min(grid, 2*(d.g.smCount-1))
+	}
 	return d.g.launch(k, grid, 1, 1, gemvThreads, 0,
 		argPtr(out), argInt(ldo), argPtr(resid), argPtr(sel), argPtr(lnW), argPtr(lnB), argF32(d.cfg.LayerNormEpsilon),
 		argPtr(w), argPtr(bias16), argPtr(0), argInt(rows), argInt(d.cfg.Channels), argInt(oc), argInt(mode))
