@@ -65,7 +65,7 @@ func (d *Device) forward(p *stepPlan) error {
 		w := &d.w.layers[l]
 		kc, vc := d.kvLayer(l)
 		if small {
-			if err := d.gemvLN(a.qkv, 3*C, a.residual, 0, w.ln1W, w.ln1B, w.qkvW, w.qkvB, N, 3*C, gemvOut16Bias); err != nil {
+			if err := d.gemvLN(a.qkv, 3*C, a.residual, 0, w.ln1W, w.ln1B, w.qkvW, w.qkvB, N, 3*C, gemvOut16Bias, 0); err != nil {
 				return err
 			}
 			if err := d.mark("gemv_ln_qkv"); err != nil {
@@ -135,7 +135,7 @@ func (d *Device) forward(p *stepPlan) error {
 			if err := d.mark("gemv_attproj"); err != nil {
 				return err
 			}
-			if err := d.gemvLN(a.fc, 4*C, a.residual, 0, w.ln2W, w.ln2B, w.fcW, w.fcB, N, 4*C, gemvOut16BiasGelu); err != nil {
+			if err := d.gemvLN(a.fc, 4*C, a.residual, 0, w.ln2W, w.ln2B, w.fcW, w.fcB, N, 4*C, gemvOut16BiasGelu, 0); err != nil {
 				return err
 			}
 			if err := d.mark("gemv_ln_fc_gelu"); err != nil {
@@ -179,7 +179,11 @@ func (d *Device) forward(p *stepPlan) error {
 	}
 	// Only the rows that sample go through ln_f and the LM head.
 	if d.useGemv(M) {
-		if err := d.gemvLN(a.logits, d.vocabPadded, a.residual, d.in(lay.sampleRows), d.w.lnfW, d.w.lnfB, d.w.wte, 0, M, d.vocabPadded, gemvOut32); err != nil {
+		// One SM stays free: the sampler's block that follows needs a whole
+		// SM's registers, and on a free SM it is resident and waiting on the
+		// grid dependency when the LM head ends, instead of launching only
+		// once an SM drains (batch 1: about 5 us).
+		if err := d.gemvLN(a.logits, d.vocabPadded, a.residual, d.in(lay.sampleRows), d.w.lnfW, d.w.lnfB, d.w.wte, 0, M, d.vocabPadded, gemvOut32, 1); err != nil {
 			return err
 		}
 		if err := d.mark("gemv_ln_lmhead"); err != nil {

@@ -56,8 +56,9 @@ func (d *Device) useGemv(rows int) bool {
 // gemvShape picks the kernel variant and grid for rows x oc: two 8-column
 // tiles per block when that still gives every SM a block, and a grid of at
 // most perSM blocks per SM (the kernels loop over tiles; the LayerNorm
-// kernels stage their rows once per block, so fewer blocks).
-func (d *Device) gemvShape(ln bool, rows, oc, perSM int) (kernel, int) {
+// kernels stage their rows once per block, so fewer blocks) on all SMs but
+// spareSMs.
+func (d *Device) gemvShape(ln bool, rows, oc, perSM, spareSMs int) (kernel, int) {
 	big, nt := 0, 0
 	if rows > 8 {
 		big = 1
@@ -70,21 +71,14 @@ func (d *Device) gemvShape(ln bool, rows, oc, perSM int) (kernel, int) {
 		lnIdx = 1
 	}
 	tiles := ceilDiv(oc, 8*(nt+1))
-	return d.kGemv[lnIdx][big][nt], min(tiles, perSM*d.g.smCount)
+	return d.kGemv[lnIdx][big][nt], min(tiles, perSM*max(1, d.g.smCount-spareSMs))
 }
 
 // gemvLN: out(rows, oc) = LayerNorm(resid[sel[i]] or resid[i]; lnW, lnB) @ w^T,
 // then the epilogue (bias16 for the fp16 modes). sel = 0: the first rows rows.
-//
-// The LM head (gemvOut32, the only fp32-out use) leaves one SM free: the
-// sampler's block that follows needs a whole SM's registers, and on a free
-// SM it is resident and waiting on the grid dependency when the LM head
-// ends, instead of launching only once an SM drains (batch 1: about 5 us).
-func (d *Device) gemvLN(out devPtr, ldo int, resid, sel, lnW, lnB, w, bias16 devPtr, rows, oc, mode int) error {
-	k, grid := d.gemvShape(true, rows, oc, 2)
-	if mode == gemvOut32 && d.g.smCount > 1 {
-		grid = min(grid, 2*(d.g.smCount-1))
-	}
+// spareSMs SMs are left free for the kernel that follows (gemvShape).
+func (d *Device) gemvLN(out devPtr, ldo int, resid, sel, lnW, lnB, w, bias16 devPtr, rows, oc, mode, spareSMs int) error {
+	k, grid := d.gemvShape(true, rows, oc, 2, spareSMs)
 	return d.g.launch(k, grid, 1, 1, gemvThreads, 0,
 		argPtr(out), argInt(ldo), argPtr(resid), argPtr(sel), argPtr(lnW), argPtr(lnB), argF32(d.cfg.LayerNormEpsilon),
 		argPtr(w), argPtr(bias16), argPtr(0), argInt(rows), argInt(d.cfg.Channels), argInt(oc), argInt(mode))
@@ -93,7 +87,7 @@ func (d *Device) gemvLN(out devPtr, ldo int, resid, sel, lnW, lnB, w, bias16 dev
 // gemv: out(rows, oc) (+)= x(rows, K; row stride ldx) @ w^T + bias32 with
 // the residual epilogue (the only one the model uses without LayerNorm).
 func (d *Device) gemv(out devPtr, ldo int, x devPtr, ldx int, w, bias32 devPtr, rows, K, oc, mode int) error {
-	k, grid := d.gemvShape(false, rows, oc, 4)
+	k, grid := d.gemvShape(false, rows, oc, 4, 0)
 	return d.g.launch(k, grid, 1, 1, gemvThreads, 0,
 		argPtr(out), argInt(ldo), argPtr(x), argInt(ldx), argPtr(w), argPtr(0), argPtr(bias32),
 		argInt(rows), argInt(K), argInt(oc), argInt(mode))
