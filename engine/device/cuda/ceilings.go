@@ -122,6 +122,17 @@ func (d *Device) SetKernelVariants(gemvMaxRows, skinnyRows int, blockDecodeAtten
 	})
 }
 
+// SetTiledLMHead switches the small-step LM head between lmhead.cu with its
+// tile keys (on) and gemv.cu with the sampler's full-row scan (off) for
+// later steps (Options.NoTiledLMHead), dropping captured graphs.
+func (d *Device) SetTiledLMHead(on bool) error {
+	return d.whenDrained(func() error {
+		d.dropGraphs()
+		d.opts.NoTiledLMHead = !on
+		return d.resolveKernels()
+	})
+}
+
 // ProfilerRange starts (on) or stops the collection of an attached profiler
 // such as Nsight Compute run with --profile-from-start off, after the stream
 // drains, so exactly the steps in between are profiled.

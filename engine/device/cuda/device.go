@@ -15,6 +15,7 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"time"
@@ -73,6 +74,10 @@ type Options struct {
 	// (prewarm.go); those costs then fall on the first steps that need them.
 	// ROSEINFER_CUDA_PREWARM=0 does the same: the A/B switch.
 	NoPrewarm bool
+	// NoTiledLMHead runs the small-step LM head through gemv.cu and lets the
+	// sampler scan whole logit rows, instead of lmhead.cu and its tile
+	// maxima: the A/B switch.
+	NoTiledLMHead bool
 }
 
 // DefaultOptions are used for every zero field of Options.
@@ -106,8 +111,9 @@ type Device struct {
 
 	kEncoder, kResolve, kLayerNorm, kResidualAdd, kKVWrite, kDecode, kDecodeSplits, kCombine, kPrefill, kSample kernel
 	kGemv                                                                                                       [2][2][2]kernel // [layernorm][rows > 8][2 column tiles]
+	kLMHead                                                                                                     [2]kernel       // [rows > 8], lmhead.cu
 	kSkinny                                                                                                     [2]kernel       // gemm_skinny_m32, _m64
-	warpDecode, gemvOK, skinnyOK                                                                                bool
+	warpDecode, gemvOK, skinnyOK, lmheadOK                                                                      bool
 	noFusedResidual, residualTried                                                                              bool
 
 	stage     [2]staging // pinned host buffers, alternating so one step can be queued while another runs
@@ -137,12 +143,12 @@ type Device struct {
 // down, and the event that marks the samples as arrived.
 type staging struct {
 	in     []int32
-	outTok []int32
-	outLP  []float32
+	out    []int32 // (id, logprob bits) per sampled row, written by the sampler
 	event  uintptr
 	plan   stepPlan
 	inPtr  unsafe.Pointer
-	outPtr unsafe.Pointer
+	outPtr unsafe.Pointer // out's memory, mapped into the GPU's address space
+	outDev devPtr         // outPtr's device address
 
 	spanStart, spanEnd uintptr // timing events around the step's GPU work, while spans or stats are on
 	timed              bool    // this step recorded them
@@ -243,6 +249,7 @@ func (d *Device) init(w *model.Weights) error {
 	}{
 		{&d.act.residual, 4 * N * C}, {&d.act.ln, 2 * N * C}, {&d.act.qkv, 2 * N * 3 * C}, {&d.act.attn, 2 * N * C},
 		{&d.act.fc, 2 * N * 4 * C}, {&d.act.delta, 2 * N * C}, {&d.act.lnf, 2 * M * C}, {&d.act.logits, 4 * M * d.vocabPadded},
+		{&d.act.tileKeys, 4 * M * lmheadKeyStride(d.vocabPadded)},
 		{&d.act.outTok, 4 * M}, {&d.act.outLP, 4 * M}, {&d.act.inputs, 4 * inWords},
 		{&d.act.attnPart, 4 * M * c.NumHeads * maxDecodeSplits * (C/c.NumHeads + 2)},
 	} {
@@ -255,12 +262,11 @@ func (d *Device) init(w *model.Weights) error {
 		if st.inPtr, err = g.drv.hostAlloc(4 * inWords); err != nil {
 			return err
 		}
-		if st.outPtr, err = g.drv.hostAlloc(8 * M); err != nil {
+		if st.outPtr, st.outDev, err = g.drv.hostAllocMapped(8 * M); err != nil {
 			return err
 		}
 		st.in = unsafe.Slice((*int32)(st.inPtr), inWords)
-		st.outTok = unsafe.Slice((*int32)(st.outPtr), M)
-		st.outLP = unsafe.Slice((*float32)(unsafe.Add(st.outPtr, 4*M)), M)
+		st.out = unsafe.Slice((*int32)(st.outPtr), 2*M)
 		if st.event, err = g.drv.eventCreate(eventDisableTiming); err != nil {
 			return err
 		}
@@ -358,7 +364,7 @@ func (d *Device) Submit(b *device.Batch) error {
 	if !d.opts.NoCUDAGraph && graphable(b) {
 		graphSize = d.graphSizeFor(len(b.Seqs))
 	}
-	if err := d.buildPlan(b, st.in, graphSize, &st.plan); err != nil {
+	if err := d.buildPlan(b, st, graphSize); err != nil {
 		return err
 	}
 	p := &st.plan
@@ -394,13 +400,8 @@ func (d *Device) Submit(b *device.Batch) error {
 			return err
 		}
 	}
-	M := p.lay.nSample
-	if err := g.drv.dtohAsync(st.outPtr, d.act.outTok, 4*M, g.stream); err != nil {
-		return err
-	}
-	if err := g.drv.dtohAsync(unsafe.Add(st.outPtr, 4*d.opts.MaxSeqs), d.act.outLP, 4*M, g.stream); err != nil {
-		return err
-	}
+	// The sampler wrote the ids and logprobs into st.outPtr (mapped): the
+	// event marks them as arrived.
 	if err := g.drv.eventRecord(st.event, g.stream); err != nil {
 		return err
 	}
@@ -447,8 +448,8 @@ func (d *Device) Collect(out []device.Sampled) ([]device.Sampled, error) {
 	for _, row := range st.plan.rowOfSeq {
 		s := device.Sampled{Token: -1}
 		if row >= 0 {
-			s.Token = st.outTok[row]
-			s.Logprob = st.outLP[row]
+			s.Token = st.out[2*row]
+			s.Logprob = math.Float32frombits(uint32(st.out[2*row+1]))
 		}
 		out = append(out, s)
 	}

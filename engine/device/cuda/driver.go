@@ -21,7 +21,7 @@ type driver struct {
 	cuDeviceGet, cuDeviceGetAttribute, cuDeviceGetName, cuDeviceTotalMem              uintptr
 	cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRelease, cuCtxSetCurrent              uintptr
 	cuCtxSynchronize, cuMemGetInfo                                                    uintptr
-	cuMemAlloc, cuMemFree, cuMemHostAlloc, cuMemFreeHost                              uintptr
+	cuMemAlloc, cuMemFree, cuMemHostAlloc, cuMemFreeHost, cuMemHostGetDevicePointer   uintptr
 	cuMemcpyHtoD, cuMemcpyDtoH, cuMemcpyHtoDAsync, cuMemcpyDtoHAsync                  uintptr
 	cuMemcpyDtoDAsync, cuMemsetD8Async, cuMemsetD32Async, cuMemsetD8, cuCtxGetCurrent uintptr
 	cuStreamCreate, cuStreamDestroy, cuStreamSynchronize                              uintptr
@@ -52,6 +52,7 @@ const (
 	eventDisableTiming    = 2
 	captureModeThreadLoc  = 1
 	memHostAllocPortable  = 1
+	memHostAllocDeviceMap = 2
 	graphInstantiateFlags = 0
 )
 
@@ -79,6 +80,7 @@ func loadDriver() (*driver, error) {
 		&d.cuMemFree:                 {"cuMemFree_v2"},
 		&d.cuMemHostAlloc:            {"cuMemHostAlloc"},
 		&d.cuMemFreeHost:             {"cuMemFreeHost"},
+		&d.cuMemHostGetDevicePointer: {"cuMemHostGetDevicePointer_v2"},
 		&d.cuMemcpyHtoD:              {"cuMemcpyHtoD_v2"},
 		&d.cuMemcpyDtoH:              {"cuMemcpyDtoH_v2"},
 		&d.cuMemcpyHtoDAsync:         {"cuMemcpyHtoDAsync_v2"},
@@ -210,6 +212,22 @@ func (d *driver) hostAlloc(bytes int) (unsafe.Pointer, error) {
 		return nil, err
 	}
 	return cptr(p), nil
+}
+
+// hostAllocMapped returns page-locked host memory that kernels can also
+// write directly, and its device address: results a kernel stores there need
+// no device-to-host copy after it.
+func (d *driver) hostAllocMapped(bytes int) (unsafe.Pointer, devPtr, error) {
+	var p uintptr
+	if err := d.call("cuMemHostAlloc", d.cuMemHostAlloc, uintptr(unsafe.Pointer(&p)), uintptr(bytes), memHostAllocPortable|memHostAllocDeviceMap); err != nil {
+		return nil, 0, err
+	}
+	var dp devPtr
+	if err := d.call("cuMemHostGetDevicePointer_v2", d.cuMemHostGetDevicePointer, uintptr(unsafe.Pointer(&dp)), p, 0); err != nil {
+		purego.SyscallN(d.cuMemFreeHost, p)
+		return nil, 0, err
+	}
+	return cptr(p), dp, nil
 }
 
 func (d *driver) hostFree(p unsafe.Pointer) {

@@ -17,6 +17,7 @@ type activations struct {
 	attnPart devPtr // (M, NH, maxDecodeSplits, HD+2) fp32: split decode partials
 	lnf      devPtr // (M, C) fp16: final LayerNorm at sampled rows
 	logits   devPtr // (M, Vp) fp32
+	tileKeys devPtr // (M, Vp / 8) uint32: each 8-column tile's largest logit key (lmhead.cu)
 	outTok   devPtr // (M) int32: sampled ids (also the previous step's samples for overlap)
 	outLP    devPtr // (M) fp32
 	inputs   devPtr // the step's int32 inputs (see layout)
@@ -178,18 +179,25 @@ func (d *Device) forward(p *stepPlan) error {
 		return nil
 	}
 	// Only the rows that sample go through ln_f and the LM head.
-	if d.useGemv(M) {
-		// One SM stays free: the sampler's block that follows needs a whole
-		// SM's registers, and on a free SM it is resident and waiting on the
-		// grid dependency when the LM head ends, instead of launching only
-		// once an SM drains (batch 1: about 5 us).
+	tileKeys := devPtr(0) // the sampler scans whole rows unless the LM head wrote tile keys
+	switch {
+	case d.useGemv(M) && d.lmheadOK:
+		if err := d.lmhead(d.in(lay.sampleRows), M); err != nil {
+			return err
+		}
+		tileKeys = a.tileKeys
+		if err := d.mark("lmhead"); err != nil {
+			return err
+		}
+	case d.useGemv(M):
+		// One SM stays free for the sampler (see lmhead).
 		if err := d.gemvLN(a.logits, d.vocabPadded, a.residual, d.in(lay.sampleRows), d.w.lnfW, d.w.lnfB, d.w.wte, 0, M, d.vocabPadded, gemvOut32, 1); err != nil {
 			return err
 		}
 		if err := d.mark("gemv_ln_lmhead"); err != nil {
 			return err
 		}
-	} else {
+	default:
 		if err := d.layernorm(a.lnf, a.residual, d.in(lay.sampleRows), d.w.lnfW, d.w.lnfB, M, eps); err != nil {
 			return err
 		}
@@ -209,7 +217,7 @@ func (d *Device) forward(p *stepPlan) error {
 	if err := g.launch(d.kSample, M, 1, 1, 1024, 0,
 		argPtr(a.outTok), argPtr(a.outLP), argPtr(a.logits), argInt(d.vocabPadded), argInt(d.cfg.VocabSize),
 		argPtr(d.in(lay.temp)), argPtr(d.in(lay.topK)), argPtr(d.in(lay.topP)), argPtr(d.in(lay.seedLo)), argPtr(d.in(lay.seedHi)),
-		argPtr(d.in(lay.index)), argPtr(d.in(lay.banned)), argPtr(d.in(lay.wantLP))); err != nil {
+		argPtr(d.in(lay.index)), argPtr(d.in(lay.banned)), argPtr(d.in(lay.wantLP)), argPtr(tileKeys), argPtr(d.in(lay.hostOut))); err != nil {
 		return err
 	}
 	return d.mark("sample")
@@ -365,6 +373,9 @@ func (d *Device) resolveKernels() error {
 	// 32-wide chunks, rows in 16-byte pieces of 4 channels.
 	d.gemvOK = d.cfg.Channels%128 == 0 && d.cfg.Channels <= gemvMaxChannels
 	if err := d.resolveSkinny(get); err != nil {
+		return err
+	}
+	if err := d.resolveLMHead(get); err != nil {
 		return err
 	}
 	for ln := 0; ln < 2; ln++ {

@@ -180,7 +180,7 @@ func openGPU() (*gpu, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := g.loadModules(cubins, append(append([]string{}, kernelNames...), gemvKernelNames()...)); err != nil {
+	if err := g.loadModules(cubins, append(append(append([]string{}, kernelNames...), gemvKernelNames()...), lmheadKernelNames()...)); err != nil {
 		return nil, err
 	}
 	if g.blas, err = loadBlasLt(d); err != nil {

@@ -81,10 +81,10 @@ func TestModelLogitsMixedBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, o := range []Options{{NoCUDAGraph: true}, {}, {SimplePrefillAttention: true}, {GemvMaxRows: -1, SkinnyGemmRows: -1, BlockDecodeAttention: true, NoPDL: true},
-		{SkinnyGemmRows: 128}, {SkinnyGemmRows: 128, NoCUDAGraph: true}} {
+		{SkinnyGemmRows: 128}, {SkinnyGemmRows: 128, NoCUDAGraph: true}, {NoTiledLMHead: true}} {
 		o.MaxStepTokens, o.MaxSeqs = 1024, 64
-		t.Run(fmt.Sprintf("noCUDAGraph=%v_simplePrefill=%v_gemv=%v_skinny=%d_blockDecode=%v_noPDL=%v", o.NoCUDAGraph, o.SimplePrefillAttention,
-			o.GemvMaxRows >= 0, o.SkinnyGemmRows, o.BlockDecodeAttention, o.NoPDL), func(t *testing.T) {
+		t.Run(fmt.Sprintf("noCUDAGraph=%v_simplePrefill=%v_gemv=%v_skinny=%d_blockDecode=%v_noPDL=%v_noTiledLMHead=%v", o.NoCUDAGraph, o.SimplePrefillAttention,
+			o.GemvMaxRows >= 0, o.SkinnyGemmRows, o.BlockDecodeAttention, o.NoPDL, o.NoTiledLMHead), func(t *testing.T) {
 			d := newTestDevice(t, w, o)
 			checkMixedBatches(t, d, w)
 		})

@@ -19,6 +19,7 @@ type layout struct {
 	tileSeq, tileQ0                      int // (nTiles)
 	sampleRows, temp, topK, topP, seedLo int // (nSample)
 	seedHi, index, banned, wantLP        int // (nSample)
+	hostOut                              int // 2 words: device address of the stage's mapped (id, logprob) pairs
 	blockTables                          int // (nSeq, maxBlocks)
 	total                                int
 }
@@ -36,6 +37,7 @@ func newLayout(nTok, nSeq, nTiles, nSample, maxBlocks int) layout {
 	l.tileSeq, l.tileQ0 = take(nTiles), take(nTiles)
 	l.sampleRows, l.temp, l.topK, l.topP = take(nSample), take(nSample), take(nSample), take(nSample)
 	l.seedLo, l.seedHi, l.index, l.banned, l.wantLP = take(nSample), take(nSample), take(nSample), take(nSample), take(nSample)
+	l.hostOut = take(2)
 	l.blockTables = take(nSeq * maxBlocks)
 	l.total = off
 	return l
@@ -59,10 +61,12 @@ const (
 	prefillTileRowsMMA = 64
 )
 
-// buildPlan validates b and writes its inputs into host (int32 words).
-// graphSize > 0 pads a pure decode batch to that many sequences; the padding
-// rows decode token 0 at position 0 into the scratch KV block.
-func (d *Device) buildPlan(b *device.Batch, host []int32, graphSize int, p *stepPlan) error {
+// buildPlan validates b and writes its inputs into st.in (int32 words) and
+// its plan into st.plan. graphSize > 0 pads a pure decode batch to that many
+// sequences; the padding rows decode token 0 at position 0 into the scratch
+// KV block.
+func (d *Device) buildPlan(b *device.Batch, st *staging, graphSize int) error {
+	host, p := st.in, &st.plan
 	B, maxT, V := d.kv.BlockSizeTokens, d.cfg.MaxSeqLen, d.cfg.VocabSize
 	nTok, nTiles, nSample := 0, 0, 0
 	for i := range b.Seqs {
@@ -100,6 +104,9 @@ func (d *Device) buildPlan(b *device.Batch, host []int32, graphSize int, p *step
 		return fmt.Errorf("cuda: input staging of %d words, step needs %d", len(host), lay.total)
 	}
 	f32 := func(v float32) int32 { return int32(math.Float32bits(v)) }
+	// Where the sampler stores the ids and logprobs: this stage's mapped
+	// host memory (a graph replays with whichever stage's address).
+	host[lay.hostOut], host[lay.hostOut+1] = int32(uint32(st.outDev)), int32(uint32(st.outDev>>32))
 	row, tile, srow := 0, 0, 0
 	for i := range b.Seqs {
 		s := &b.Seqs[i]

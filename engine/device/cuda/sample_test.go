@@ -5,13 +5,16 @@ import (
 	"math/rand/v2"
 	"sort"
 	"testing"
+	"unsafe"
 
 	"github.com/roseinfer/roseinfer/engine/sample"
 )
 
 // sampleRowsGPU runs sample_rows over M rows of logits (row stride ld; ld = 0
-// makes every row read row 0) and returns the ids and logprobs.
-func sampleRowsGPU(t *testing.T, g *gpu, logits []float32, ld, V int, ps []sample.Params, index []int, banned []int32, wantLP bool) ([]int32, []float32) {
+// makes every row read row 0) and returns the ids and logprobs. With tiled
+// the sampler gets the rows' tile keys as lmhead.cu defines them, computed
+// here on the host (hostTileKeys).
+func sampleRowsGPU(t *testing.T, g *gpu, logits []float32, ld, V int, ps []sample.Params, index []int, banned []int32, wantLP, tiled bool) ([]int32, []float32) {
 	t.Helper()
 	M := len(ps)
 	temp, topP := make([]float32, M), make([]float32, M)
@@ -24,13 +27,34 @@ func sampleRowsGPU(t *testing.T, g *gpu, logits []float32, ld, V int, ps []sampl
 		}
 	}
 	outTok, outLP := devBuf(t, g, 4*M), devBuf(t, g, 4*M)
+	hostPtr, hostOut, err := g.drv.hostAllocMapped(8 * M)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.drv.hostFree(hostPtr) })
+	keys := devPtr(0)
+	if tiled {
+		rows, n := M, ld
+		if ld == 0 {
+			rows, n = 1, len(logits)
+		}
+		keys = upload(t, g, hostTileKeys(logits, rows, n))
+	}
 	if err := g.launch(g.kernel("sample_rows"), M, 1, 1, 1024, 0, argPtr(outTok), argPtr(outLP), argPtr(upload(t, g, logits)),
 		argInt(ld), argInt(V), argPtr(upload(t, g, temp)), argPtr(upload(t, g, topK)), argPtr(upload(t, g, topP)),
 		argPtr(upload(t, g, seedLo)), argPtr(upload(t, g, seedHi)), argPtr(upload(t, g, idx)), argPtr(upload(t, g, banned)),
-		argPtr(upload(t, g, want))); err != nil {
+		argPtr(upload(t, g, want)), argPtr(keys), argPtr(upload(t, g, []uint64{uint64(hostOut)}))); err != nil {
 		t.Fatal(err)
 	}
-	return download[int32](t, g, outTok, M), download[float32](t, g, outLP, M)
+	tok, lp := download[int32](t, g, outTok, M), download[float32](t, g, outLP, M)
+	// The same results in the mapped host memory (download synchronised).
+	pairs := unsafe.Slice((*int32)(hostPtr), 2*M)
+	for i := range tok {
+		if pairs[2*i] != tok[i] || uint32(pairs[2*i+1]) != math.Float32bits(lp[i]) {
+			t.Fatalf("row %d: mapped host memory has %d / %#x, the device %d / %v", i, pairs[2*i], pairs[2*i+1], tok[i], lp[i])
+		}
+	}
+	return tok, lp
 }
 
 // TestSamplerMatchesCPU: on random rows and settings the GPU draws exactly
@@ -41,7 +65,9 @@ func TestSamplerMatchesCPU(t *testing.T) {
 	for _, tc := range []struct {
 		V      int
 		padded bool // rows 16-byte aligned with NaN padding (the device's layout) instead of packed
-	}{{50257, false}, {50257, true}, {1000, false}, {3, false}, {3, true}} {
+		tiled  bool // with tile keys (needs the padded layout)
+	}{{50257, false, false}, {50257, true, false}, {50257, true, true}, {1000, false, false}, {1000, true, true},
+		{3, false, false}, {3, true, false}, {3, true, true}} {
 		V := tc.V
 		const M = 160
 		logits := make([]float32, M*V)
@@ -89,7 +115,7 @@ func TestSamplerMatchesCPU(t *testing.T) {
 				copy(dev[i*ld:], logits[i*V:(i+1)*V])
 			}
 		}
-		got, lp := sampleRowsGPU(t, g, dev, ld, V, ps, index, banned, true)
+		got, lp := sampleRowsGPU(t, g, dev, ld, V, ps, index, banned, true, tc.tiled)
 		cpu := sample.NewSampler(V)
 		mismatches := 0
 		for i := 0; i < M; i++ {
@@ -97,7 +123,7 @@ func TestSamplerMatchesCPU(t *testing.T) {
 			want := cpu.Sample(row, ps[i], index[i], banned[i])
 			if got[i] != want {
 				mismatches++
-				t.Errorf("V=%d padded=%v row %d %+v index %d banned %d: GPU %d, CPU %d", V, tc.padded, i, ps[i], index[i], banned[i], got[i], want)
+				t.Errorf("V=%d padded=%v tiled=%v row %d %+v index %d banned %d: GPU %d, CPU %d", V, tc.padded, tc.tiled, i, ps[i], index[i], banned[i], got[i], want)
 			}
 			if got[i] >= 0 && int(got[i]) < V {
 				if wlp := sample.LogProb(row, got[i]); math.Abs(float64(lp[i]-wlp)) > 1e-4*math.Max(1, math.Abs(float64(wlp))) {
@@ -106,7 +132,7 @@ func TestSamplerMatchesCPU(t *testing.T) {
 			}
 		}
 		if mismatches > 0 {
-			t.Logf("V=%d padded=%v: %d of %d rows differ", V, tc.padded, mismatches, M)
+			t.Logf("V=%d padded=%v tiled=%v: %d of %d rows differ", V, tc.padded, tc.tiled, mismatches, M)
 		}
 	}
 }
@@ -124,7 +150,26 @@ func TestSamplerDistribution(t *testing.T) {
 	for i := range ps {
 		ps[i], index[i], banned[i] = p, i, -1
 	}
-	got, _ := sampleRowsGPU(t, g, row, 0, V, ps, index, banned, false)
+	for _, tiled := range []bool{false, true} {
+		ld := 0
+		dev := row
+		if tiled { // the tiled path needs 8-aligned rows: pad with NaN
+			dev = make([]float32, (V+127)&^127)
+			for i := range dev {
+				dev[i] = float32(math.NaN())
+			}
+			copy(dev, row)
+		}
+		got, _ := sampleRowsGPU(t, g, dev, ld, V, ps, index, banned, false, tiled)
+		checkDistribution(t, row, p, got, tiled)
+	}
+}
+
+// checkDistribution compares draws from one row with the probabilities the
+// CPU rule assigns (chi-square, p = 0.001).
+func checkDistribution(t *testing.T, row []float32, p sample.Params, got []int32, tiled bool) {
+	t.Helper()
+	V, M := len(row), len(got)
 
 	// Expected probabilities from the rule in engine/sample/sampler.go.
 	ids := make([]int, V)
@@ -153,19 +198,52 @@ func TestSamplerDistribution(t *testing.T) {
 	}
 	chi2 := 0.0
 	for i := 0; i < kept; i++ {
-		e := w[i] / acc * M
+		e := w[i] / acc * float64(M)
 		o := float64(counts[int32(ids[i])])
 		chi2 += (o - e) * (o - e) / e
 		delete(counts, int32(ids[i]))
 	}
 	if len(counts) > 0 {
-		t.Fatalf("drew tokens outside the top-k/top-p set: %v", counts)
+		t.Fatalf("tiled=%v: drew tokens outside the top-k/top-p set: %v", tiled, counts)
 	}
 	// Critical value of chi-square with df = kept-1 at p = 0.001 (Wilson-Hilferty).
 	df := float64(kept - 1)
 	crit := df * math.Pow(1-2/(9*df)+3.09*math.Sqrt(2/(9*df)), 3)
-	t.Logf("kept %d tokens, chi2 = %.1f, critical %.1f", kept, chi2, crit)
+	t.Logf("tiled=%v: kept %d tokens, chi2 = %.1f, critical %.1f", tiled, kept, chi2, crit)
 	if chi2 > crit {
-		t.Errorf("chi-square %.1f > %.1f: draws do not follow the reference distribution", chi2, crit)
+		t.Errorf("tiled=%v: chi-square %.1f > %.1f: draws do not follow the reference distribution", tiled, chi2, crit)
 	}
+}
+
+// hostTileKeys is lmhead.cu's tile-key output for rows x ld logits, computed
+// on the host: the largest float_key of each 8-column tile (NaN as -inf,
+// -0 as +0).
+func hostTileKeys(logits []float32, rows, ld int) []uint32 {
+	kld := ld / lmheadTileCols
+	keys := make([]uint32, rows*kld)
+	for r := 0; r < rows; r++ {
+		for t := 0; t < kld; t++ {
+			var k uint32
+			for _, v := range logits[r*ld+t*lmheadTileCols : r*ld+(t+1)*lmheadTileCols] {
+				k = max(k, floatKey(v))
+			}
+			keys[r*kld+t] = k
+		}
+	}
+	return keys
+}
+
+// floatKey is common.cuh's float_key(finite_or_neginf(v)).
+func floatKey(v float32) uint32 {
+	if v != v {
+		v = float32(math.Inf(-1))
+	}
+	b := math.Float32bits(v)
+	if b == 0x80000000 {
+		b = 0
+	}
+	if b&0x80000000 != 0 {
+		return ^b
+	}
+	return b | 0x80000000
 }

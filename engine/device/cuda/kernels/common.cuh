@@ -62,6 +62,21 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
+// Logit order, shared by the sampler and the LM head's tile maxima: NaN
+// counts as -inf.
+__device__ __forceinline__ float finite_or_neginf(float x) { return x != x ? NEG_INF : x; }
+
+// float_key orders floats as unsigned integers (larger float -> larger key);
+// -0 maps to +0's key, since the CPU rule compares floats and -0 == +0.
+__device__ __forceinline__ uint32_t float_key(float x) {
+    uint32_t b = __float_as_uint(x);
+    if (b == 0x80000000u) b = 0u;
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+__device__ __forceinline__ float key_float(uint32_t k) {
+    return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
 // Paged KV cache, one layer: k and v each [num_blocks][NH][B][HD] halves, so
 // one (block, head) is a contiguous B*HD run that a warp reads coalesced.
 __device__ __forceinline__ size_t kv_offset(int block, int head, int slot, int NH, int B, int HD) {

@@ -16,11 +16,10 @@
 // normalised rows in shared memory: the LayerNorm kernel disappears.
 #include "common.cuh"
 #include "mma.cuh"
+#include "ln_stage.cuh"
 
 #define GEMV_WARPS 8
 #define GEMV_U 6         // 32-wide k chunks per warp per round (loads in flight); see GU
-#define GEMV_MAXC 1024   // largest K of the _ln kernels (staged rows)
-#define GEMV_XPAD 32     // halves of padding per staged row: quads of rows hit different banks
 
 // gemv_impl: M <= MR rows. LN: the input is LayerNorm(resid[rows[m]]) (rows
 // may be null: row m), K = C; else x (M, ldx) fp16. W (OC, K) fp16 rows.
@@ -77,12 +76,7 @@ __device__ __forceinline__ void gemv_impl(void* out, int ldo, const half_t* x, i
                 pre_b[t][j] = bias_of(n, OC, bias16, bias32, mode);
             }
     }
-    if (LN && warp == 0) {  // LayerNorm weights into L1 (this SM's) for the staging below
-        for (int i = lane * 32; i < K; i += 32 * 32) {  // a 128-byte line per lane
-            prefetch_l1(lnw + i);
-            prefetch_l1(lnb + i);
-        }
-    }
+    if (LN && warp == 0) prefetch_ln_weights(lnw, lnb, K);  // into this SM's L1 for the staging below
     grid_dep_wait();  // activations and outputs belong to earlier kernels
     if (pre && mode == GEMV_RESIDUAL) {
 #pragma unroll
@@ -94,44 +88,7 @@ __device__ __forceinline__ void gemv_impl(void* out, int ldo, const half_t* x, i
             }
     }
     if (LN) {
-        for (int m = warp; m < MR; m += GEMV_WARPS) {
-            half_t* o = xs + m * xstride;
-            if (m >= M) {
-                for (int c = lane * 8; c < K; c += 256) *(uint4*)(o + c) = zero;
-                continue;
-            }
-            const float* xr = resid + (size_t)(rows ? rows[m] : m) * K;
-            float4 v[GEMV_MAXC / 128];
-            float sum = 0.f;
-#pragma unroll
-            for (int k = 0; k < GEMV_MAXC / 128; k++) {
-                int i = (k * 32 + lane) * 4;
-                v[k] = i < K ? *(const float4*)(xr + i) : make_float4(0.f, 0.f, 0.f, 0.f);
-                sum += v[k].x + v[k].y + v[k].z + v[k].w;
-            }
-            float mean = warp_sum(sum) / K;
-            float var = 0.f;
-#pragma unroll
-            for (int k = 0; k < GEMV_MAXC / 128; k++) {
-                int i = (k * 32 + lane) * 4;
-                if (i < K) {
-                    float a = v[k].x - mean, bb = v[k].y - mean, c = v[k].z - mean, d = v[k].w - mean;
-                    var += a * a + bb * bb + c * c + d * d;
-                }
-            }
-            float rstd = rsqrtf(warp_sum(var) / K + eps);
-#pragma unroll
-            for (int k = 0; k < GEMV_MAXC / 128; k++) {
-                int i = (k * 32 + lane) * 4;
-                if (i < K) {
-                    float4 ww = *(const float4*)(lnw + i), bv = *(const float4*)(lnb + i);
-                    uint2 pk;
-                    pk.x = (uint32_t)f2h((v[k].x - mean) * rstd * ww.x + bv.x) | ((uint32_t)f2h((v[k].y - mean) * rstd * ww.y + bv.y) << 16);
-                    pk.y = (uint32_t)f2h((v[k].z - mean) * rstd * ww.z + bv.z) | ((uint32_t)f2h((v[k].w - mean) * rstd * ww.w + bv.w) << 16);
-                    *(uint2*)(o + i) = pk;
-                }
-            }
-        }
+        stage_ln_rows<MR, GEMV_WARPS>(xs, xstride, resid, rows, lnw, lnb, eps, M, K);
         __syncthreads();
     }
     for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {

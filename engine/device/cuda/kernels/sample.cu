@@ -29,19 +29,8 @@
 #define COMPACT_MAX 1024   // candidates handled in shared memory (one per thread)
 #define FAST_CAP 2048      // ids at or above tau the fast path can hold
 #define NO_ID 0x7fffffff
+#define TILES_PER_THREAD (MAX_V / 8 / SAMPLE_THREADS)  // 8-column tiles of the LM head's maxima
 
-__device__ __forceinline__ float finite_or_neginf(float x) { return x != x ? NEG_INF : x; }
-
-// float_key orders floats as unsigned integers (larger float -> larger key);
-// -0 maps to +0's key, since the CPU rule compares floats and -0 == +0.
-__device__ __forceinline__ uint32_t float_key(float x) {
-    uint32_t b = __float_as_uint(x);
-    if (b == 0x80000000u) b = 0u;
-    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
-}
-__device__ __forceinline__ float key_float(uint32_t k) {
-    return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
-}
 
 // weight is rule 3 exactly as sampler.go computes it: the difference in
 // float32, the exponential in float64, rounded to float32; NaN counts as 0.
@@ -65,6 +54,7 @@ struct Scratch {
     int icount[NWARPS];
     double dsum[NWARPS];
     float fval[NWARPS];
+    unsigned long long uval[NWARPS];
     int ival[NWARPS];
     unsigned int hist[256];
     double hmass[256];
@@ -304,12 +294,14 @@ __device__ void mark_ids(Scratch& sm, uint32_t* out, int V, KeyF keyf, Above abo
 }
 
 // fast_top_k: the exact top K (<= COMPACT_MAX) non-banned ids into sm.cid /
-// sm.cl in ascending id order, given tau <= the K-th largest key. Returns
+// sm.cl in ascending id order, given tau <= the K-th largest key; scan(f)
+// calls f(i, logit) for (at least) every id whose key reaches tau. Returns
 // false (nothing written) when more than FAST_CAP ids reach tau.
-__device__ bool fast_top_k(Scratch& sm, const float* x, int V, bool vec4, int banned, int K, uint32_t tau) {
+template <typename Scan>
+__device__ bool fast_top_k(Scratch& sm, Scan scan, int banned, int K, uint32_t tau) {
     if (threadIdx.x == 0) sm.ncand = 0;
     __syncthreads();
-    scan_row(x, V, vec4, [&](int i, float v) {
+    scan([&](int i, float v) {
         uint32_t key = float_key(finite_or_neginf(v));
         if (key >= tau && i != banned) {
             int p = atomicAdd(&sm.ncand, 1);
@@ -364,10 +356,15 @@ __device__ bool fast_top_k(Scratch& sm, const float* x, int V, bool vec4, int ba
 
 // out_tok (M), out_lp (M): sampled id and, when want_lp[r], its log-softmax
 // at temperature 1 over the raw logits. logits (M, ld) fp32, V valid columns.
+// tile_keys (M, ld / 8) or null: each 8-column tile's largest float_key, as
+// lmhead.cu writes them. host_out null or the address (0: none) of (M)
+// (id, logprob) pairs, also stored there: the step's mapped host memory, so
+// no copy to the host follows the sampler.
 extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
     int* out_tok, float* out_lp, const float* logits, int ld, int V, const float* temperature,
     const int* top_k, const float* top_p, const uint32_t* seed_lo, const uint32_t* seed_hi,
-    const int* index, const int* banned_in, const int* want_lp) {
+    const int* index, const int* banned_in, const int* want_lp, const uint32_t* tile_keys,
+    const unsigned long long* host_out) {
     grid_dep_launch();
     grid_dep_wait();
     __shared__ Scratch sm;
@@ -382,27 +379,67 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
     const uint64_t seed = ((uint64_t)seed_hi[r] << 32) | seed_lo[r];
 
     // Rule 1 (and the fallback): argmax, ties to the lowest id, never banned.
-    // Each thread sees its ids in ascending order, so '>' keeps the lowest.
-    float best = NEG_INF;
-    int best_id = NO_ID;
-    scan_row(x, V, vec4, [&](int i, float v) {
-        if (i == banned) return;
-        float f = finite_or_neginf(v);
-        if (best_id == NO_ID || f > best) best = f, best_id = i;
-    });
-    const uint32_t my_key = best_id == NO_ID ? 0u : float_key(best);  // this thread's largest key
-    for (int o = 16; o > 0; o >>= 1) {
-        float ov = __shfl_xor_sync(0xffffffffu, best, o);
-        int oi = __shfl_xor_sync(0xffffffffu, best_id, o);
-        if (oi != NO_ID && (best_id == NO_ID || ov > best || (ov == best && oi < best_id))) best = ov, best_id = oi;
+    // A candidate is packed as (key, ~position) so the largest pack is the
+    // largest logit at the lowest id. With the LM head's tile maxima (keys:
+    // the float_key maximum of each 8-column tile, lmhead.cu) a thread reads
+    // its tiles' keys instead of their logits; a tile whose maximum may come
+    // from a non-candidate (the banned id, ids past V) is read id by id, and
+    // the winning tile's id is looked up in its 8 logits at the end.
+    const bool tiled = tile_keys != nullptr && vec4 && ld % 8 == 0 && V <= MAX_V;
+    const uint32_t* tk = tiled ? tile_keys + (size_t)r * (ld / 8) : nullptr;
+    auto dirty = [&](int t) { return 8 * t + 8 > V || (banned >= 0 && banned / 8 == t); };
+    unsigned long long bestp = 0ull;  // 0: none yet (every real key is > 0)
+    auto take = [&](uint32_t key, int pos) {
+        const unsigned long long p = ((unsigned long long)key << 32) | (0xffffffffu - (uint32_t)pos);
+        bestp = p > bestp ? p : bestp;
+    };
+    if (tiled) {
+        uint32_t tkey[TILES_PER_THREAD];  // this thread's tile keys, all requested at once
+#pragma unroll
+        for (int j = 0; j < TILES_PER_THREAD; j++) {
+            const int t = threadIdx.x + j * SAMPLE_THREADS;
+            tkey[j] = 8 * t < V ? tk[t] : 0u;
+        }
+#pragma unroll
+        for (int j = 0; j < TILES_PER_THREAD; j++) {
+            const int t = threadIdx.x + j * SAMPLE_THREADS;
+            if (8 * t >= V) continue;
+            if (!dirty(t)) {
+                take(tkey[j], 8 * t);
+                continue;
+            }
+            for (int i = 8 * t; i < min(V, 8 * t + 8); i++)
+                if (i != banned) take(float_key(finite_or_neginf(x[i])), i);
+        }
+    } else {
+        scan_row(x, V, vec4, [&](int i, float v) {
+            if (i != banned) take(float_key(finite_or_neginf(v)), i);
+        });
     }
-    if (threadIdx.x % 32 == 0) sm.fval[threadIdx.x / 32] = best, sm.ival[threadIdx.x / 32] = best_id;
+    const uint32_t my_key = (uint32_t)(bestp >> 32);  // this thread's largest key (0: none)
+    for (int o = 16; o > 0; o >>= 1) {
+        const unsigned long long y = __shfl_xor_sync(0xffffffffu, bestp, o);
+        bestp = y > bestp ? y : bestp;
+    }
+    if (threadIdx.x % 32 == 0) sm.uval[threadIdx.x / 32] = bestp;
     __syncthreads();
     if (threadIdx.x == 0) {
-        for (int w = 1; w < NWARPS; w++) {
-            float ov = sm.fval[w];
-            int oi = sm.ival[w];
-            if (oi != NO_ID && (best_id == NO_ID || ov > best || (ov == best && oi < best_id))) best = ov, best_id = oi;
+        unsigned long long b = sm.uval[0];
+        for (int w = 1; w < NWARPS; w++) b = sm.uval[w] > b ? sm.uval[w] : b;
+        int best_id = NO_ID;
+        float best = NEG_INF;
+        if (b != 0ull) {
+            const uint32_t key = (uint32_t)(b >> 32);
+            best_id = (int)(0xffffffffu - (uint32_t)b);
+            if (tiled && !dirty(best_id / 8)) {  // a tile: its lowest id holding the key
+                const float4* p = reinterpret_cast<const float4*>(x + best_id);
+                const float4 a = p[0], c = p[1];
+                const float v[8] = {a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w};
+#pragma unroll
+                for (int e = 7; e >= 0; e--)
+                    if (float_key(finite_or_neginf(v[e])) == key) best_id = (best_id & ~7) + e;
+            }
+            best = key_float(key);
         }
         sm.bi[3] = best_id;
         sm.bd[1] = best;
@@ -422,7 +459,28 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
         int n = 0;
         if (use_k && K <= COMPACT_MAX) {
             const uint32_t tau = kth_largest(sm, my_key, K);
-            if (fast_top_k(sm, x, V, vec4, banned, K, tau)) compact = true, n = K;
+            // The ids reaching tau: in tiled rows only the tiles whose
+            // maximum reaches it (about K of them) are read.
+            auto scan = [&](auto f) {
+                if (!tiled) {
+                    scan_row(x, V, vec4, f);
+                    return;
+                }
+#pragma unroll
+                for (int j = 0; j < TILES_PER_THREAD; j++) {
+                    const int t = threadIdx.x + j * SAMPLE_THREADS;
+                    // tk[t] again, from L1: keeping the keys in registers
+                    // through kth_largest made the kernel spill.
+                    if (8 * t >= V || (!dirty(t) && tk[t] < tau)) continue;
+                    const float4* p = reinterpret_cast<const float4*>(x + 8 * t);
+                    const float4 a = p[0], c = p[1];
+                    const float v[8] = {a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w};
+#pragma unroll
+                    for (int e = 0; e < 8; e++)
+                        if (8 * t + e < V) f(8 * t + e, v[e]);
+                }
+            };
+            if (fast_top_k(sm, scan, banned, K, tau)) compact = true, n = K;
         }
         auto logit_key = [&](int i) { return float_key(finite_or_neginf(x[i])); };
         if (!compact) {
@@ -603,6 +661,7 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
         }
     }
 
+    float lp = 0.f;
     if (want_lp[r]) {  // log-softmax at temperature 1 over all raw logits
         float ml = NEG_INF;
         scan_row(x, V, vec4, [&](int, float v) { ml = fmaxf(ml, finite_or_neginf(v)); });
@@ -611,9 +670,11 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
         scan_row(x, V, vec4, [&](int, float v) { s += exp((double)finite_or_neginf(v) - (double)ml); });
         double tot;
         block_scan_double(sm, s, &tot);
-        if (threadIdx.x == 0) out_lp[r] = (float)((double)x[token] - (double)ml - log(tot));
-    } else if (threadIdx.x == 0) {
-        out_lp[r] = 0.f;
+        if (threadIdx.x == 0) lp = (float)((double)x[token] - (double)ml - log(tot));
     }
-    if (threadIdx.x == 0) out_tok[r] = token;
+    if (threadIdx.x == 0) {
+        out_tok[r] = token;
+        out_lp[r] = lp;
+        if (host_out != nullptr && *host_out != 0ull) reinterpret_cast<int2*>(*host_out)[r] = make_int2(token, __float_as_int(lp));
+    }
 }

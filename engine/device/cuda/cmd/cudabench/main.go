@@ -53,11 +53,11 @@ func main() {
 	flag.BoolVar(&o.skipProf, "skip-profile", false, "skip the per-op table")
 	flag.StringVar(&o.ncuBatches, "ncu-batches", "", "only run one profiled decode step per batch size (for ncu --profile-from-start off)")
 	flag.StringVar(&o.sampling, "sampling", "T0.7/p0.9/k50", "sampling of every step: T0.7/p0.9/k50 or greedy")
-	variants := flag.String("variants", "", "comma-separated decode variants to time, e.g. 'graph,no graph' (default all)")
+	variants := flag.String("variants", "", "semicolon-separated decode variants to time, e.g. 'graph;graph, no PDL' (default all)")
 	flag.Parse()
 	if *variants != "" {
 		o.variants = map[string]bool{}
-		for _, v := range strings.Split(*variants, ",") {
+		for _, v := range strings.Split(*variants, ";") {
 			o.variants[strings.TrimSpace(v)] = true
 		}
 	}
@@ -183,7 +183,7 @@ func run(o options) error {
 	}
 	if !o.skipOffline {
 		for _, mode := range []string{"sync", "overlap", "no graph", "simple prefill attention", "overlap, block decode attention", "overlap, no PDL"} {
-			if err := setVariant(mode == "no graph", 0, 0, mode == "overlap, block decode attention", mode != "overlap, no PDL")(d); err != nil {
+			if err := setVariant(mode == "no graph", 0, 0, mode == "overlap, block decode attention", mode != "overlap, no PDL", true)(d); err != nil {
 				return err
 			}
 			if err := d.SetSimplePrefillAttention(mode == "simple prefill attention"); err != nil {
@@ -248,18 +248,22 @@ type variant struct {
 }
 
 var decodeVariants = []variant{
-	{"graph", setVariant(false, 0, 0, false, true)},
-	{"no graph", setVariant(true, 0, 0, false, true)},
-	{"graph, no PDL", setVariant(false, 0, 0, false, false)},
-	{"graph, LN+cuBLASLt, block attention, no PDL", setVariant(false, -1, -1, true, false)},
-	{"graph, skinny GEMM up to 128 rows", setVariant(false, 0, 128, false, true)},
-	{"graph, cuBLASLt above 16 rows", setVariant(false, 0, -1, false, true)},
+	{"graph", setVariant(false, 0, 0, false, true, true)},
+	{"no graph", setVariant(true, 0, 0, false, true, true)},
+	{"graph, no PDL", setVariant(false, 0, 0, false, false, true)},
+	{"graph, LN+cuBLASLt, block attention, no PDL", setVariant(false, -1, -1, true, false, true)},
+	{"graph, skinny GEMM up to 128 rows", setVariant(false, 0, 128, false, true, true)},
+	{"graph, cuBLASLt above 16 rows", setVariant(false, 0, -1, false, true, true)},
+	{"graph, gemv LM head, full-row sampler", setVariant(false, 0, 0, false, true, false)},
 }
 
-func setVariant(noGraph bool, gemvRows, skinnyRows int, blockDecode, pdl bool) func(d *cuda.Device) error {
+func setVariant(noGraph bool, gemvRows, skinnyRows int, blockDecode, pdl, tiledLMHead bool) func(d *cuda.Device) error {
 	return func(d *cuda.Device) error {
 		d.SetNoCUDAGraph(noGraph)
 		if err := d.SetPDL(pdl); err != nil {
+			return err
+		}
+		if err := d.SetTiledLMHead(tiledLMHead); err != nil {
 			return err
 		}
 		return d.SetKernelVariants(gemvRows, skinnyRows, blockDecode)
@@ -272,7 +276,7 @@ func setVariant(noGraph bool, gemvRows, skinnyRows int, blockDecode, pdl bool) f
 // steps' kernels are measured, each step starting with encoder_forward.
 func ncuSteps(d *cuda.Device, r *rand.Rand, o options, p sample.Params, alloc func(int) []int32, batches []int) error {
 	for _, b := range batches {
-		for _, v := range []variant{decodeVariants[1], {"skinny GEMM", setVariant(true, 0, 128, false, true)}} {
+		for _, v := range []variant{decodeVariants[1], {"skinny GEMM", setVariant(true, 0, 128, false, true, true)}} {
 			if err := v.set(d); err != nil {
 				return err
 			}

@@ -1,0 +1,66 @@
+// ln_stage.cuh: LayerNorm fused into the small-batch projections (gemv.cu,
+// lmhead.cu): a block normalises its few input rows once and keeps them in
+// shared memory as fp16, the arithmetic of layernorm_forward.
+#pragma once
+#include "common.cuh"
+
+#define GEMV_MAXC 1024   // largest K of the LayerNorm kernels (staged rows)
+#define GEMV_XPAD 32     // halves of padding per staged row: quads of rows hit different banks
+
+// stage_ln_rows: the block's warps write LayerNorm(resid[rows[m]]) (rows
+// null: row m) for m < MR into xs (row stride xstride halves), rows M..MR-1
+// as zeros. K <= GEMV_MAXC channels, a multiple of 128. The caller
+// synchronises the block before reading xs.
+template <int MR, int NWARPS>
+__device__ __forceinline__ void stage_ln_rows(half_t* xs, int xstride, const float* resid, const int* rows,
+                                              const float* lnw, const float* lnb, float eps, int M, int K) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+    for (int m = warp; m < MR; m += NWARPS) {
+        half_t* o = xs + m * xstride;
+        if (m >= M) {
+            for (int c = lane * 8; c < K; c += 256) *(uint4*)(o + c) = zero;
+            continue;
+        }
+        const float* xr = resid + (size_t)(rows ? rows[m] : m) * K;
+        float4 v[GEMV_MAXC / 128];
+        float sum = 0.f;
+#pragma unroll
+        for (int k = 0; k < GEMV_MAXC / 128; k++) {
+            int i = (k * 32 + lane) * 4;
+            v[k] = i < K ? *(const float4*)(xr + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+            sum += v[k].x + v[k].y + v[k].z + v[k].w;
+        }
+        float mean = warp_sum(sum) / K;
+        float var = 0.f;
+#pragma unroll
+        for (int k = 0; k < GEMV_MAXC / 128; k++) {
+            int i = (k * 32 + lane) * 4;
+            if (i < K) {
+                float a = v[k].x - mean, bb = v[k].y - mean, c = v[k].z - mean, d = v[k].w - mean;
+                var += a * a + bb * bb + c * c + d * d;
+            }
+        }
+        float rstd = rsqrtf(warp_sum(var) / K + eps);
+#pragma unroll
+        for (int k = 0; k < GEMV_MAXC / 128; k++) {
+            int i = (k * 32 + lane) * 4;
+            if (i < K) {
+                float4 ww = *(const float4*)(lnw + i), bv = *(const float4*)(lnb + i);
+                uint2 pk;
+                pk.x = (uint32_t)f2h((v[k].x - mean) * rstd * ww.x + bv.x) | ((uint32_t)f2h((v[k].y - mean) * rstd * ww.y + bv.y) << 16);
+                pk.y = (uint32_t)f2h((v[k].z - mean) * rstd * ww.z + bv.z) | ((uint32_t)f2h((v[k].w - mean) * rstd * ww.w + bv.w) << 16);
+                *(uint2*)(o + i) = pk;
+            }
+        }
+    }
+}
+
+// prefetch_ln_weights: one warp brings the LayerNorm weights into this SM's
+// L1 (a 128-byte line per lane) ahead of stage_ln_rows.
+__device__ __forceinline__ void prefetch_ln_weights(const float* lnw, const float* lnb, int K) {
+    for (int i = (threadIdx.x % 32) * 32; i < K; i += 32 * 32) {
+        asm volatile("prefetch.global.L1 [%0];" ::"l"(lnw + i));
+        asm volatile("prefetch.global.L1 [%0];" ::"l"(lnb + i));
+    }
+}
