@@ -109,12 +109,12 @@ type Device struct {
 	vocabPadded  int   // logits row stride (V rounded up to 128)
 	prefillTile  int   // query rows per prefill attention block (the kernel's BR)
 
-	kEncoder, kResolve, kLayerNorm, kResidualAdd, kKVWrite, kDecode, kDecodeSplits, kCombine, kPrefill, kSample kernel
-	kGemv                                                                                                       [2][2][2]kernel // [layernorm][rows > 8][2 column tiles]
-	kLMHead                                                                                                     [2]kernel       // [rows > 8], lmhead.cu
-	kSkinny                                                                                                     [2]kernel       // gemm_skinny_m32, _m64
-	warpDecode, gemvOK, skinnyOK, lmheadOK                                                                      bool
-	noFusedResidual, residualTried                                                                              bool
+	kEncoder, kLayerNorm, kResidualAdd, kKVWrite, kDecode, kDecodeSplits, kCombine, kPrefill, kSample kernel
+	kGemv                                                                                             [2][2][2]kernel // [layernorm][rows > 8][2 column tiles]
+	kLMHead                                                                                           [2]kernel       // [rows > 8], lmhead.cu
+	kSkinny                                                                                           [2]kernel       // gemm_skinny_m32, _m64
+	warpDecode, gemvOK, skinnyOK, lmheadOK                                                            bool
+	noFusedResidual, residualTried                                                                    bool
 
 	stage     [2]staging // pinned host buffers, alternating so one step can be queued while another runs
 	next      int        // stage the next Submit uses

@@ -37,23 +37,17 @@ func (d *Device) forward(p *stepPlan) error {
 	N, M := lay.nTok, lay.nSample
 	eps := d.cfg.LayerNormEpsilon
 	scale := float32(1 / math.Sqrt(float64(HD)))
-	// The step's first kernels follow the inputs' host-to-device copy, not a
-	// kernel: they launch without programmatic dependent launch.
-	pdl := g.pdl
-	g.pdl = false
-	if p.resolve || p.graphBatch > 0 {
-		if err := g.launch(d.kResolve, ceilDiv(N, 256), 1, 1, 256, 0,
-			argPtr(d.in(lay.tokens)), argPtr(a.outTok), argPtr(d.in(lay.srcRows)), argInt(N)); err != nil {
-			g.pdl = pdl
-			return err
-		}
-	}
 	if err := d.mark("start"); err != nil {
-		g.pdl = pdl
 		return err
 	}
+	// The step's first kernel follows the inputs' host-to-device copy, not a
+	// kernel: it launches without programmatic dependent launch. It also
+	// takes decode tokens sampled by the previous step (a.outTok).
+	pdl := g.pdl
+	g.pdl = false
 	err := g.launch(d.kEncoder, ceilDiv(N*C, 256), 1, 1, 256, 0,
-		argPtr(a.residual), argPtr(d.in(lay.tokens)), argPtr(d.in(lay.pos)), argPtr(d.w.wte), argPtr(d.w.wpe), argInt(N), argInt(C))
+		argPtr(a.residual), argPtr(d.in(lay.tokens)), argPtr(a.outTok), argPtr(d.in(lay.srcRows)), argPtr(d.in(lay.pos)),
+		argPtr(d.w.wte), argPtr(d.w.wpe), argInt(N), argInt(C))
 	g.pdl = pdl
 	if err != nil {
 		return err
@@ -361,7 +355,7 @@ func (d *Device) resolveKernels() error {
 		return err
 	}
 	for dst, name := range map[*kernel]string{
-		&d.kEncoder: "encoder_forward", &d.kCombine: "attention_decode_combine", &d.kResolve: "resolve_tokens", &d.kLayerNorm: "layernorm_forward",
+		&d.kEncoder: "encoder_forward", &d.kCombine: "attention_decode_combine", &d.kLayerNorm: "layernorm_forward",
 		&d.kResidualAdd: "residual_add", &d.kKVWrite: "kv_write", &d.kSample: "sample_rows",
 		&d.kDecode: decodeName, &d.kPrefill: prefillName,
 	} {

@@ -113,7 +113,7 @@ func deviceOrdinal() int {
 // kernelNames lists every extern "C" kernel the device launches; loading
 // fails early and by name if one is missing.
 var kernelNames = []string{
-	"encoder_forward", "resolve_tokens", "layernorm_forward", "residual_add", "gather_rows_f16", "kv_write",
+	"encoder_forward", "layernorm_forward", "residual_add", "gather_rows_f16", "kv_write",
 	"attention_decode_32", "attention_decode_64", "attention_decode_128", "attention_decode_combine",
 	"attention_prefill_32", "attention_prefill_64", "attention_prefill_128", "attention_prefill_mma_64",
 	"sample_rows", "attention_decode_warp_64", "attention_decode_warp_splits_64", "gemm_skinny_m32", "gemm_skinny_m64",

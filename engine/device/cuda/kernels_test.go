@@ -64,19 +64,31 @@ func TestEncoderKernel(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	V, maxT, C, N := 1000, 64, 96, 50
 	wte, wpe := roundF16(randn(r, V*C, 1)), roundF16(randn(r, maxT*C, 1))
-	tokens, pos := make([]int32, N), make([]int32, N)
+	tokens, pos, srcRows := make([]int32, N), make([]int32, N), make([]int32, N)
+	prevOut := make([]int32, 7) // the previous step's samples
+	for i := range prevOut {
+		prevOut[i] = int32(r.IntN(V))
+	}
+	embedded := make([]int32, N) // the token each row embeds
 	for i := range tokens {
-		tokens[i], pos[i] = int32(r.IntN(V)), int32(r.IntN(maxT))
+		tokens[i], pos[i], srcRows[i] = int32(r.IntN(V)), int32(r.IntN(maxT)), -1
+		embedded[i] = tokens[i]
+		if i%3 == 0 { // takes its token from the previous step's output
+			srcRows[i] = int32(r.IntN(len(prevOut)))
+			tokens[i] = -1
+			embedded[i] = prevOut[srcRows[i]]
+		}
 	}
 	out := devBuf(t, g, 4*N*C)
 	if err := g.launch(g.kernel("encoder_forward"), ceilDiv(N*C, 256), 1, 1, 256, 0, argPtr(out), argPtr(upload(t, g, tokens)),
-		argPtr(upload(t, g, pos)), argPtr(upload(t, g, toF16(wte))), argPtr(upload(t, g, toF16(wpe))), argInt(N), argInt(C)); err != nil {
+		argPtr(upload(t, g, prevOut)), argPtr(upload(t, g, srcRows)), argPtr(upload(t, g, pos)), argPtr(upload(t, g, toF16(wte))),
+		argPtr(upload(t, g, toF16(wpe))), argInt(N), argInt(C)); err != nil {
 		t.Fatal(err)
 	}
 	got := download[float32](t, g, out, N*C)
 	for i := 0; i < N; i++ {
 		for c := 0; c < C; c++ {
-			want := wte[int(tokens[i])*C+c] + wpe[int(pos[i])*C+c]
+			want := wte[int(embedded[i])*C+c] + wpe[int(pos[i])*C+c]
 			if got[i*C+c] != want {
 				t.Fatalf("row %d col %d: got %v want %v", i, c, got[i*C+c], want)
 			}

@@ -47,8 +47,7 @@ func newLayout(nTok, nSeq, nTiles, nSample, maxBlocks int) layout {
 type stepPlan struct {
 	lay        layout
 	nDecode    int
-	nPrefill   int // tokens of prefill chunks (rows kv_write handles)
-	resolve    bool
+	nPrefill   int   // tokens of prefill chunks (rows kv_write handles)
 	seqOfRow   []int // sample row -> index in Batch.Seqs
 	rowOfSeq   []int // index in Batch.Seqs -> sample row or -1
 	graphBatch int   // > 0: a padded decode step replayed from the graph of this size
@@ -98,7 +97,7 @@ func (d *Device) buildPlan(b *device.Batch, st *staging, graphSize int) error {
 			nTok, nSeq, d.opts.MaxStepTokens, d.opts.MaxSeqs)
 	}
 	lay := newLayout(nTok, nSeq, nTiles, nSample, d.maxBlocks)
-	p.lay, p.nDecode, p.nPrefill, p.resolve, p.graphBatch = lay, 0, 0, false, graphSize
+	p.lay, p.nDecode, p.nPrefill, p.graphBatch = lay, 0, 0, graphSize
 	p.seqOfRow, p.rowOfSeq = p.seqOfRow[:0], p.rowOfSeq[:0]
 	if len(host) < lay.total {
 		return fmt.Errorf("cuda: input staging of %d words, step needs %d", len(host), lay.total)
@@ -138,7 +137,6 @@ func (d *Device) buildPlan(b *device.Batch, st *staging, graphSize int) error {
 				}
 				host[lay.tokens+row] = 0
 				host[lay.srcRows+row] = int32(prev)
-				p.resolve = true
 			default:
 				return fmt.Errorf("cuda: seq %d token %d outside vocab %d", s.SeqID, tok, V)
 			}
