@@ -5,16 +5,17 @@
 // attention and MLP projections (beta = 1 into the fp32 stream), so a plain
 // LayerNorm reads the already-updated residual: one pass, no extra buffer.
 #include "common.cuh"
+#include "ln_stage.cuh"
 
 // ln_row_vec: one warp normalises one row (C % 128 == 0, C <= 128 * NV):
 // lane owns 4 consecutive channels per 128, 16-byte loads, 8-byte stores.
 // The LayerNorm weights are requested with the row, so the row's load and
-// theirs overlap. gemv.cu's fused LayerNorm repeats this arithmetic.
+// theirs overlap. The statistics are ln_mean_rstd's, as in the fused
+// LayerNorms (ln_stage.cuh).
 template <int NV>
 __device__ __forceinline__ void ln_row_vec(half_t* o, const float* x, const float* w, const float* b, int C, float eps,
                                            int lane) {
     float4 v[NV], ww[NV], bv[NV];
-    float sum = 0.f;
     const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
     for (int k = 0; k < NV; k++) {  // weights: before the wait
@@ -28,19 +29,8 @@ __device__ __forceinline__ void ln_row_vec(half_t* o, const float* x, const floa
         int i = (k * 32 + lane) * 4;
         v[k] = i < C ? *(const float4*)(x + i) : z;
     }
-#pragma unroll
-    for (int k = 0; k < NV; k++) sum += v[k].x + v[k].y + v[k].z + v[k].w;
-    float mean = warp_sum(sum) / C;
-    float var = 0.f;
-#pragma unroll
-    for (int k = 0; k < NV; k++) {
-        int i = (k * 32 + lane) * 4;
-        if (i < C) {
-            float a = v[k].x - mean, bb = v[k].y - mean, c = v[k].z - mean, d = v[k].w - mean;
-            var += a * a + bb * bb + c * c + d * d;
-        }
-    }
-    float rstd = rsqrtf(warp_sum(var) / C + eps);
+    float mean, rstd;
+    ln_mean_rstd<NV>(v, C, eps, lane, mean, rstd);
 #pragma unroll
     for (int k = 0; k < NV; k++) {
         int i = (k * 32 + lane) * 4;

@@ -7,6 +7,28 @@
 #define GEMV_MAXC 1024   // largest K of the LayerNorm kernels (staged rows)
 #define GEMV_XPAD 32     // halves of padding per staged row: quads of rows hit different banks
 
+// ln_mean_rstd: the mean and 1 / sqrt(variance + eps) of a row of C
+// channels that a warp holds as NV float4 a lane (channels (32k + lane) * 4
+// .. +3, zeros past C): the statistics of every LayerNorm here (layernorm.cu
+// and the fused ones), two passes over registers.
+template <int NV>
+__device__ __forceinline__ void ln_mean_rstd(const float4* v, int C, float eps, int lane, float& mean, float& rstd) {
+    float sum = 0.f;
+#pragma unroll
+    for (int k = 0; k < NV; k++) sum += v[k].x + v[k].y + v[k].z + v[k].w;
+    mean = warp_sum(sum) / C;
+    float var = 0.f;
+#pragma unroll
+    for (int k = 0; k < NV; k++) {
+        int i = (k * 32 + lane) * 4;
+        if (i < C) {
+            float a = v[k].x - mean, b = v[k].y - mean, c = v[k].z - mean, d = v[k].w - mean;
+            var += a * a + b * b + c * c + d * d;
+        }
+    }
+    rstd = rsqrtf(warp_sum(var) / C + eps);
+}
+
 // stage_ln_rows: the block's warps write LayerNorm(resid[rows[m]]) (rows
 // null: row m) for m < MR into xs (row stride xstride halves), rows M..MR-1
 // as zeros. K <= GEMV_MAXC channels, a multiple of 128. The caller
@@ -24,24 +46,13 @@ __device__ __forceinline__ void stage_ln_rows(half_t* xs, int xstride, const flo
         }
         const float* xr = resid + (size_t)(rows ? rows[m] : m) * K;
         float4 v[GEMV_MAXC / 128];
-        float sum = 0.f;
 #pragma unroll
         for (int k = 0; k < GEMV_MAXC / 128; k++) {
             int i = (k * 32 + lane) * 4;
             v[k] = i < K ? *(const float4*)(xr + i) : make_float4(0.f, 0.f, 0.f, 0.f);
-            sum += v[k].x + v[k].y + v[k].z + v[k].w;
         }
-        float mean = warp_sum(sum) / K;
-        float var = 0.f;
-#pragma unroll
-        for (int k = 0; k < GEMV_MAXC / 128; k++) {
-            int i = (k * 32 + lane) * 4;
-            if (i < K) {
-                float a = v[k].x - mean, bb = v[k].y - mean, c = v[k].z - mean, d = v[k].w - mean;
-                var += a * a + bb * bb + c * c + d * d;
-            }
-        }
-        float rstd = rsqrtf(warp_sum(var) / K + eps);
+        float mean, rstd;
+        ln_mean_rstd<GEMV_MAXC / 128>(v, K, eps, lane, mean, rstd);
 #pragma unroll
         for (int k = 0; k < GEMV_MAXC / 128; k++) {
             int i = (k * 32 + lane) * 4;
