@@ -250,7 +250,7 @@ func (d *Device) init(w *model.Weights) error {
 		{&d.act.residual, 4 * N * C}, {&d.act.ln, 2 * N * C}, {&d.act.qkv, 2 * N * 3 * C}, {&d.act.attn, 2 * N * C},
 		{&d.act.fc, 2 * N * 4 * C}, {&d.act.delta, 2 * N * C}, {&d.act.lnf, 2 * M * C}, {&d.act.logits, 4 * M * d.vocabPadded},
 		{&d.act.tileKeys, 4 * M * lmheadKeyStride(d.vocabPadded)},
-		{&d.act.outTok, 4 * M}, {&d.act.outLP, 4 * M}, {&d.act.inputs, 4 * inWords},
+		{&d.act.outTok, 4 * M}, {&d.act.inputs, 4 * inWords},
 		{&d.act.attnPart, 4 * M * c.NumHeads * maxDecodeSplits * (C/c.NumHeads + 2)},
 	} {
 		if *b.p, err = g.drv.memAlloc(b.bytes); err != nil {
@@ -480,7 +480,7 @@ func (d *Device) closeLocked() {
 	}
 	d.dropGraphs()
 	for _, p := range []devPtr{d.act.residual, d.act.ln, d.act.qkv, d.act.attn, d.act.fc, d.act.delta, d.act.lnf, d.act.attnPart,
-		d.act.logits, d.act.outTok, d.act.outLP, d.act.inputs, d.kvBase, d.w.base} {
+		d.act.logits, d.act.outTok, d.act.inputs, d.kvBase, d.w.base} {
 		g.drv.memFree(p)
 	}
 	d.act, d.kvBase, d.w.base = activations{}, 0, 0

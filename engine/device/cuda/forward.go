@@ -18,8 +18,7 @@ type activations struct {
 	lnf      devPtr // (M, C) fp16: final LayerNorm at sampled rows
 	logits   devPtr // (M, Vp) fp32
 	tileKeys devPtr // (M, Vp / 8) uint32: each 8-column tile's largest logit key (lmhead.cu)
-	outTok   devPtr // (M) int32: sampled ids (also the previous step's samples for overlap)
-	outLP    devPtr // (M) fp32
+	outTok   devPtr // (M) int32: sampled ids, the previous step's samples for overlap
 	inputs   devPtr // the step's int32 inputs (see layout)
 }
 
@@ -28,8 +27,9 @@ func (d *Device) in(off int) devPtr { return d.act.inputs + devPtr(4*off) }
 
 // forward enqueues one step's kernels on the stream: the flat list of named
 // ops of llm.c's gpt2_forward, plus the paged-attention and sampling steps.
-// It reads inputs already copied to d.act.inputs and leaves sampled ids in
-// outTok/outLP. It is also what a CUDA graph captures.
+// It reads inputs already copied to d.act.inputs and leaves sampled ids and
+// logprobs in the stage's mapped host memory (ids also in outTok). It is
+// also what a CUDA graph captures.
 func (d *Device) forward(p *stepPlan) error {
 	g, a, lay := d.g, &d.act, &p.lay
 	L, C, NH := d.cfg.NumLayers, d.cfg.Channels, d.cfg.NumHeads
@@ -209,7 +209,7 @@ func (d *Device) forward(p *stepPlan) error {
 		return err
 	}
 	if err := g.launch(d.kSample, M, 1, 1, 1024, 0,
-		argPtr(a.outTok), argPtr(a.outLP), argPtr(a.logits), argInt(d.vocabPadded), argInt(d.cfg.VocabSize),
+		argPtr(a.outTok), argPtr(a.logits), argInt(d.vocabPadded), argInt(d.cfg.VocabSize),
 		argPtr(d.in(lay.temp)), argPtr(d.in(lay.topK)), argPtr(d.in(lay.topP)), argPtr(d.in(lay.seedLo)), argPtr(d.in(lay.seedHi)),
 		argPtr(d.in(lay.index)), argPtr(d.in(lay.banned)), argPtr(d.in(lay.wantLP)), argPtr(tileKeys), argPtr(d.in(lay.hostOut))); err != nil {
 		return err

@@ -29,13 +29,11 @@ func TestKernelResources(t *testing.T) {
 
 // spillAllowance: stack-frame and spill bytes tolerated per kernel beyond
 // the default (a few bytes, which ptxas versions move around). Head size 128
-// is off GPT-2's path. The sampler (64 registers at 1024 threads) spills
-// nothing under CUDA 13's NVRTC but 72-76 bytes under 11.8's (since its
-// tile-key pass and mapped-memory store); the allowance keeps the check
-// for a whole array going to local memory.
+// is off GPT-2's path; the sampler's spills belong to its general (top_k
+// off) path.
 var spillAllowance = map[string]int{
 	"attention_prefill_128": 1024,
-	"sample_rows":           96,
+	"sample_rows":           64,
 }
 
 const defaultSpillAllowance = 16

@@ -354,14 +354,14 @@ __device__ bool fast_top_k(Scratch& sm, Scan scan, int banned, int K, uint32_t t
     return true;
 }
 
-// out_tok (M), out_lp (M): sampled id and, when want_lp[r], its log-softmax
-// at temperature 1 over the raw logits. logits (M, ld) fp32, V valid columns.
-// tile_keys (M, ld / 8) or null: each 8-column tile's largest float_key, as
-// lmhead.cu writes them. host_out null or the address (0: none) of (M)
-// (id, logprob) pairs, also stored there: the step's mapped host memory, so
-// no copy to the host follows the sampler.
+// host_out: the address of (M) (id, logprob) pairs, the step's mapped host
+// memory, so no copy to the host follows the sampler: the sampled id and,
+// when want_lp[r], its log-softmax at temperature 1 over the raw logits (else
+// 0). out_tok (M): the ids again, on the device, for the next step's tokens.
+// logits (M, ld) fp32, V valid columns. tile_keys (M, ld / 8) or null: each
+// 8-column tile's largest float_key, as lmhead.cu writes them.
 extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
-    int* out_tok, float* out_lp, const float* logits, int ld, int V, const float* temperature,
+    int* out_tok, const float* logits, int ld, int V, const float* temperature,
     const int* top_k, const float* top_p, const uint32_t* seed_lo, const uint32_t* seed_hi,
     const int* index, const int* banned_in, const int* want_lp, const uint32_t* tile_keys,
     const unsigned long long* host_out) {
@@ -674,7 +674,6 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
     }
     if (threadIdx.x == 0) {
         out_tok[r] = token;
-        out_lp[r] = lp;
-        if (host_out != nullptr && *host_out != 0ull) reinterpret_cast<int2*>(*host_out)[r] = make_int2(token, __float_as_int(lp));
+        reinterpret_cast<int2*>(*host_out)[r] = make_int2(token, __float_as_int(lp));
     }
 }
