@@ -12,10 +12,11 @@
 // Fast path (top_k <= COMPACT_MAX, the usual request): the row is read twice
 // with several 16-byte loads in flight per thread. The first pass finds the
 // argmax and each thread's largest logit; the top_k-th largest of those
-// 1024 per-thread maxima is a lower bound tau of the top_k-th largest logit
-// (at least top_k distinct ids reach it), so the second pass collects only
-// the ids at or above tau into shared memory: about top_k of them. The exact
-// top_k is ranked there and rules 3-5 run on it.
+// 1024 per-thread maxima, its low 16 bits cleared, is a lower bound tau of
+// the top_k-th largest logit (at least top_k distinct ids reach it), so the
+// second pass collects only the ids at or above tau into shared memory: a
+// few more than top_k. The exact top_k is ranked there and rules 3-5 run on
+// it (in warp 0 alone when top_k <= 64).
 //
 // General path (top_k off or large, or too many ids at tau, e.g. massive
 // ties): a radix search over the logits' bits finds the top_k cut, candidates
@@ -24,7 +25,7 @@
 #include "common.cuh"
 
 #define SAMPLE_THREADS 1024
-#define NWARPS (SAMPLE_THREADS / 32)
+#define NWARPS (SAMPLE_THREADS / 32)  // 32: some reductions give warp 0 a lane per warp
 #define MAX_V 65536        // bitmap capacity; GPT-2's vocabulary is 50257
 #define COMPACT_MAX 1024   // candidates handled in shared memory (one per thread)
 #define FAST_CAP 2048      // ids at or above tau the fast path can hold
@@ -56,7 +57,7 @@ struct Scratch {
     float fval[NWARPS];
     unsigned long long uval[NWARPS];
     int ival[NWARPS];
-    unsigned int hist[256];
+    unsigned int hist[512];     // radix rounds: 256 bins (kth_bound: two rounds' bins at once)
     double hmass[256];
     int bi[4];
     double bd[2];
@@ -171,16 +172,17 @@ __device__ int block_sum_int(Scratch& sm, int v) {
     return t;
 }
 
-// pick_bin: warp 0 finds, in sm.hist, the bin d holding the remaining-th
-// largest key (count above d < remaining <= count from d up) and stores d and
-// the rank left inside it in sm.bi[0], sm.bi[1]. Lane l owns bins 8l..8l+7.
-__device__ __forceinline__ void pick_bin(Scratch& sm, int remaining) {
+// pick_bin: warp 0 finds, in the 256 bins hist, the bin d holding the
+// remaining-th largest key (count above d < remaining <= count from d up) and
+// stores d and the rank left inside it in sm.bi[0], sm.bi[1]. Lane l owns
+// bins 8l..8l+7.
+__device__ __forceinline__ void pick_bin(Scratch& sm, const unsigned* hist, int remaining) {
     if (threadIdx.x >= 32) return;
     const int lane = threadIdx.x;
     unsigned c[8], s = 0;
 #pragma unroll
     for (int q = 0; q < 8; q++) {
-        c[q] = sm.hist[lane * 8 + q];
+        c[q] = hist[lane * 8 + q];
         s += c[q];
     }
     unsigned incl = s;  // keys in bins of this lane and the lanes above
@@ -206,12 +208,12 @@ __device__ __forceinline__ void pick_bin(Scratch& sm, int remaining) {
     }
 }
 
-// hist_add counts one key into bin of sm.hist (-1: none); every lane of the
+// hist_add counts one key into bin of hist (-1: none); every lane of the
 // warp calls it. Keys share their top bits, so most land in a few bins:
 // lanes with the same bin add once per warp (match_any) instead of contending.
-__device__ __forceinline__ void hist_add(Scratch& sm, int bin) {
+__device__ __forceinline__ void hist_add(unsigned* hist, int bin) {
     const unsigned peers = __match_any_sync(0xffffffffu, bin);
-    if (bin >= 0 && (int)(threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&sm.hist[bin], (unsigned)__popc(peers));
+    if (bin >= 0 && (int)(threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&hist[bin], (unsigned)__popc(peers));
 }
 
 // next_digit ends a radix round once every thread has called hist_add: the
@@ -219,26 +221,34 @@ __device__ __forceinline__ void hist_add(Scratch& sm, int bin) {
 // remaining the rank left inside it; sm.hist is free again on return.
 __device__ __forceinline__ void next_digit(Scratch& sm, uint32_t& prefix, int& remaining) {
     __syncthreads();
-    pick_bin(sm, remaining);
+    pick_bin(sm, sm.hist, remaining);
     __syncthreads();
     prefix = (prefix << 8) | (uint32_t)sm.bi[0];
     remaining = sm.bi[1];
     __syncthreads();
 }
 
-// kth_largest returns the k-th largest (1-based, k <= SAMPLE_THREADS) of the
-// block's per-thread keys: four rounds of an 8-bit radix select.
-__device__ uint32_t kth_largest(Scratch& sm, uint32_t mine, int k) {
-    uint32_t prefix = 0;
-    int remaining = k;
-    for (int shift = 24; shift >= 0; shift -= 8) {
-        if (threadIdx.x < 256) sm.hist[threadIdx.x] = 0;
-        __syncthreads();
-        int bin = (shift == 24 || (mine >> (shift + 8)) == prefix) ? (int)((mine >> shift) & 0xff) : -1;
-        hist_add(sm, bin);
-        next_digit(sm, prefix, remaining);
-    }
-    return prefix;
+// kth_bound returns a lower bound of the k-th largest (1-based, k <=
+// SAMPLE_THREADS) of the block's per-thread keys: two rounds of an 8-bit
+// radix select fix its top 16 bits, and the rest are taken as zero. The
+// fast path only needs a bound (it collects the ids reaching it and ranks
+// them exactly); keys sharing the k-th key's top 16 bits (sign, exponent and
+// 7 mantissa bits: within 1% of it) add a few candidates. Both rounds'
+// bins are cleared at once: 5 block barriers instead of an exact select's 16.
+__device__ uint32_t kth_bound(Scratch& sm, uint32_t mine, int k) {
+    if (threadIdx.x < 512) sm.hist[threadIdx.x] = 0;  // both rounds' bins: one clearing barrier
+    __syncthreads();
+    hist_add(sm.hist, (int)(mine >> 24));
+    __syncthreads();
+    pick_bin(sm, sm.hist, k);
+    __syncthreads();
+    const uint32_t top = (uint32_t)sm.bi[0];
+    const int rem = sm.bi[1];
+    hist_add(sm.hist + 256, (mine >> 24) == top ? (int)((mine >> 16) & 0xff) : -1);
+    __syncthreads();  // every thread has read sm.bi before warp 0 writes it again
+    pick_bin(sm, sm.hist + 256, rem);
+    __syncthreads();
+    return ((top << 8) | (uint32_t)sm.bi[0]) << 16;
 }
 
 // radix_kth: key of the k-th largest (1-based) key among ids passing in(),
@@ -257,7 +267,7 @@ __device__ uint32_t radix_kth(Scratch& sm, int V, int k, In in, KeyF keyf, int* 
                 uint32_t key = keyf(i);
                 if (shift == 24 || (key >> (shift + 8)) == prefix) bin = (key >> shift) & 0xff;
             }
-            hist_add(sm, bin);
+            hist_add(sm.hist, bin);
         }
         next_digit(sm, prefix, remaining);
     }
@@ -354,6 +364,57 @@ __device__ bool fast_top_k(Scratch& sm, Scan scan, int banned, int K, uint32_t t
     return true;
 }
 
+// draw_compact_warp runs rules 3-5 on n <= 64 compacted candidates (sm.cid /
+// sm.cl, ascending id) in warp 0 alone, lane l holding candidates l and
+// l + 32: the usual top_k (50) needs no block barrier after compaction. u is
+// the request's coin. Returns the drawn id, or -1 (no draw: the argmax).
+__device__ int draw_compact_warp(Scratch& sm, int n, float max_logit, double T, float P, double u) {
+    const int lane = threadIdx.x;
+    const bool in0 = lane < n, in1 = lane + 32 < n;
+    const float w0 = in0 ? weight(sm.cl[lane], max_logit, T) : 0.f;  // rule 3
+    const float w1 = in1 ? weight(sm.cl[lane + 32], max_logit, T) : 0.f;
+    sm.cw[lane] = w0, sm.cw[lane + 32] = w1;
+    double Z = (double)w0 + (double)w1;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) Z += __shfl_xor_sync(0xffffffffu, Z, o);
+    __syncwarp();
+    if (!(Z > 0.0 && Z <= 1.7976931348623157e308)) return -1;
+    // Rule 4: a candidate survives iff the weight ranked strictly above it
+    // (weight desc, position asc) is < need.
+    bool k0 = in0, k1 = in1;
+    if (P < 1.f) {
+        const double need = (double)P * Z;
+        double a0 = 0.0, a1 = 0.0;
+        for (int k = 0; k < n; k++) {
+            const float wk = sm.cw[k];
+            if (wk > w0 || (wk == w0 && k < lane)) a0 += (double)wk;
+            if (wk > w1 || (wk == w1 && k < lane + 32)) a1 += (double)wk;
+        }
+        k0 = k0 && a0 < need, k1 = k1 && a1 < need;
+    }
+    // Rule 5: the lowest kept position whose running sum in id order
+    // exceeds u * S; else the highest kept one with weight.
+    const double v0 = k0 ? (double)w0 : 0.0, v1 = k1 ? (double)w1 : 0.0;
+    double c0 = v0, c1 = v1;  // inclusive prefix sums over lanes
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const double y0 = __shfl_up_sync(0xffffffffu, c0, o), y1 = __shfl_up_sync(0xffffffffu, c1, o);
+        if (lane >= o) c0 += y0, c1 += y1;
+    }
+    const double S0 = __shfl_sync(0xffffffffu, c0, 31);
+    c1 += S0;
+    const double target = u * __shfl_sync(0xffffffffu, c1, 31);
+    const unsigned hit0 = __ballot_sync(0xffffffffu, v0 > 0.0 && c0 > target);
+    const unsigned hit1 = __ballot_sync(0xffffffffu, v1 > 0.0 && c1 > target);
+    const unsigned has0 = __ballot_sync(0xffffffffu, v0 > 0.0), has1 = __ballot_sync(0xffffffffu, v1 > 0.0);
+    int j = -1;
+    if (hit0) j = __ffs(hit0) - 1;
+    else if (hit1) j = 32 + __ffs(hit1) - 1;
+    else if (has1) j = 32 + 31 - __clz(has1);
+    else if (has0) j = 31 - __clz(has0);
+    return j >= 0 ? sm.cid[j] : -1;
+}
+
 // host_out: the address of (M) (id, logprob) pairs, the step's mapped host
 // memory, so no copy to the host follows the sampler: the sampled id and,
 // when want_lp[r], its log-softmax at temperature 1 over the raw logits (else
@@ -423,31 +484,22 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
     }
     if (threadIdx.x % 32 == 0) sm.uval[threadIdx.x / 32] = bestp;
     __syncthreads();
-    if (threadIdx.x == 0) {
-        unsigned long long b = sm.uval[0];
-        for (int w = 1; w < NWARPS; w++) b = sm.uval[w] > b ? sm.uval[w] : b;
-        int best_id = NO_ID;
-        float best = NEG_INF;
-        if (b != 0ull) {
-            const uint32_t key = (uint32_t)(b >> 32);
-            best_id = (int)(0xffffffffu - (uint32_t)b);
-            if (tiled && !dirty(best_id / 8)) {  // a tile: its lowest id holding the key
-                const float4* p = reinterpret_cast<const float4*>(x + best_id);
-                const float4 a = p[0], c = p[1];
-                const float v[8] = {a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w};
-#pragma unroll
-                for (int e = 7; e >= 0; e--)
-                    if (float_key(finite_or_neginf(v[e])) == key) best_id = (best_id & ~7) + e;
-            }
-            best = key_float(key);
+    // Thread 0 (which writes the result) keeps the winning pack; which id of
+    // a tile holds the maximum is looked up only if the argmax is the
+    // answer (greedy, or no draw), off the sampling path's critical path.
+    unsigned long long best_pack = 0ull;
+    if (threadIdx.x < 32) {  // NWARPS == 32: a lane per warp's best
+        best_pack = sm.uval[threadIdx.x];
+        for (int o = 16; o > 0; o >>= 1) {
+            const unsigned long long y = __shfl_xor_sync(0xffffffffu, best_pack, o);
+            best_pack = y > best_pack ? y : best_pack;
         }
-        sm.bi[3] = best_id;
-        sm.bd[1] = best;
+        if (threadIdx.x == 0) sm.bd[1] = best_pack != 0ull ? key_float((uint32_t)(best_pack >> 32)) : NEG_INF;
     }
     __syncthreads();
-    int token = sm.bi[3];
     const float max_logit = (float)sm.bd[1];  // largest non-banned logit = m of rule 3
     __syncthreads();
+    int token = -1;  // -1: no draw (yet); the argmax then
 
     const bool greedy = T <= 0.f || K == 1;
     if (!greedy && max_logit != NEG_INF && V <= MAX_V) {
@@ -458,7 +510,7 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
         bool compact = false;
         int n = 0;
         if (use_k && K <= COMPACT_MAX) {
-            const uint32_t tau = kth_largest(sm, my_key, K);
+            const uint32_t tau = kth_bound(sm, my_key, K);
             // The ids reaching tau: in tiled rows only the tiles whose
             // maximum reaches it (about K of them) are read.
             auto scan = [&](auto f) {
@@ -470,7 +522,7 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
                 for (int j = 0; j < TILES_PER_THREAD; j++) {
                     const int t = threadIdx.x + j * SAMPLE_THREADS;
                     // tk[t] again, from L1: keeping the keys in registers
-                    // through kth_largest made the kernel spill.
+                    // through kth_bound made the kernel spill.
                     if (8 * t >= V || (!dirty(t) && tk[t] < tau)) continue;
                     const float4* p = reinterpret_cast<const float4*>(x + 8 * t);
                     const float4 a = p[0], c = p[1];
@@ -525,7 +577,9 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
                 compact = true;
             }
         }
-        if (compact) {
+        if (compact && n <= 64) {
+            if (threadIdx.x < 32) token = draw_compact_warp(sm, n, max_logit, Td, P, coin(seed, index[r]));
+        } else if (compact) {
             // Rule 3.
             double zl = 0.0;
             for (int j = threadIdx.x; j < n; j += blockDim.x) {
@@ -661,6 +715,21 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
         }
     }
 
+    if (threadIdx.x == 0 && token < 0) {  // rule 1, or the fallback: the argmax
+        token = NO_ID;
+        if (best_pack != 0ull) {
+            const uint32_t key = (uint32_t)(best_pack >> 32);
+            token = (int)(0xffffffffu - (uint32_t)best_pack);
+            if (tiled && !dirty(token / 8)) {  // a tile: its lowest id holding the key
+                const float4* p = reinterpret_cast<const float4*>(x + token);
+                const float4 a = p[0], c = p[1];
+                const float v[8] = {a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w};
+#pragma unroll
+                for (int e = 7; e >= 0; e--)
+                    if (float_key(finite_or_neginf(v[e])) == key) token = (token & ~7) + e;
+            }
+        }
+    }
     float lp = 0.f;
     if (want_lp[r]) {  // log-softmax at temperature 1 over all raw logits
         float ml = NEG_INF;
