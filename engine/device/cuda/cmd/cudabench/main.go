@@ -183,7 +183,7 @@ func run(o options) error {
 	}
 	if !o.skipOffline {
 		for _, mode := range []string{"sync", "overlap", "no graph", "simple prefill attention", "overlap, block decode attention", "overlap, no PDL"} {
-			if err := setVariant(mode == "no graph", 0, 0, mode == "overlap, block decode attention", mode != "overlap, no PDL", true)(d); err != nil {
+			if err := setVariant(config{noGraph: mode == "no graph", blockDecode: mode == "overlap, block decode attention", noPDL: mode == "overlap, no PDL"})(d); err != nil {
 				return err
 			}
 			if err := d.SetSimplePrefillAttention(mode == "simple prefill attention"); err != nil {
@@ -248,25 +248,32 @@ type variant struct {
 }
 
 var decodeVariants = []variant{
-	{"graph", setVariant(false, 0, 0, false, true, true)},
-	{"no graph", setVariant(true, 0, 0, false, true, true)},
-	{"graph, no PDL", setVariant(false, 0, 0, false, false, true)},
-	{"graph, LN+cuBLASLt, block attention, no PDL", setVariant(false, -1, -1, true, false, true)},
-	{"graph, skinny GEMM up to 128 rows", setVariant(false, 0, 128, false, true, true)},
-	{"graph, cuBLASLt above 16 rows", setVariant(false, 0, -1, false, true, true)},
-	{"graph, gemv LM head, full-row sampler", setVariant(false, 0, 0, false, true, false)},
+	{"graph", setVariant(config{})},
+	{"no graph", setVariant(config{noGraph: true})},
+	{"graph, no PDL", setVariant(config{noPDL: true})},
+	{"graph, LN+cuBLASLt, block attention, no PDL", setVariant(config{gemvRows: -1, skinnyRows: -1, blockDecode: true, noPDL: true})},
+	{"graph, skinny GEMM up to 128 rows", setVariant(config{skinnyRows: 128})},
+	{"graph, cuBLASLt above 16 rows", setVariant(config{skinnyRows: -1})},
+	{"graph, gemv LM head, full-row sampler", setVariant(config{noTiledLMHead: true})},
 }
 
-func setVariant(noGraph bool, gemvRows, skinnyRows int, blockDecode, pdl, tiledLMHead bool) func(d *cuda.Device) error {
+// config is a decode-path configuration; the zero value is the default.
+// gemvRows and skinnyRows as cuda.Options.GemvMaxRows and SkinnyGemmRows.
+type config struct {
+	noGraph, blockDecode, noPDL, noTiledLMHead bool
+	gemvRows, skinnyRows                       int
+}
+
+func setVariant(c config) func(d *cuda.Device) error {
 	return func(d *cuda.Device) error {
-		d.SetNoCUDAGraph(noGraph)
-		if err := d.SetPDL(pdl); err != nil {
+		d.SetNoCUDAGraph(c.noGraph)
+		if err := d.SetPDL(!c.noPDL); err != nil {
 			return err
 		}
-		if err := d.SetTiledLMHead(tiledLMHead); err != nil {
+		if err := d.SetTiledLMHead(!c.noTiledLMHead); err != nil {
 			return err
 		}
-		return d.SetKernelVariants(gemvRows, skinnyRows, blockDecode)
+		return d.SetKernelVariants(c.gemvRows, c.skinnyRows, c.blockDecode)
 	}
 }
 
@@ -276,7 +283,7 @@ func setVariant(noGraph bool, gemvRows, skinnyRows int, blockDecode, pdl, tiledL
 // steps' kernels are measured, each step starting with encoder_forward.
 func ncuSteps(d *cuda.Device, r *rand.Rand, o options, p sample.Params, alloc func(int) []int32, batches []int) error {
 	for _, b := range batches {
-		for _, v := range []variant{decodeVariants[1], {"skinny GEMM", setVariant(true, 0, 128, false, true, true)}} {
+		for _, v := range []variant{decodeVariants[1], {"skinny GEMM", setVariant(config{noGraph: true, skinnyRows: 128})}} {
 			if err := v.set(d); err != nil {
 				return err
 			}
