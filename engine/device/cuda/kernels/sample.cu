@@ -25,7 +25,8 @@
 #include "common.cuh"
 
 #define SAMPLE_THREADS 1024
-#define NWARPS (SAMPLE_THREADS / 32)  // 32: some reductions give warp 0 a lane per warp
+#define NWARPS (SAMPLE_THREADS / 32)
+static_assert(NWARPS == 32, "the argmax reduction gives warp 0 a lane per warp");
 #define MAX_V 65536        // bitmap capacity; GPT-2's vocabulary is 50257
 #define COMPACT_MAX 1024   // candidates handled in shared memory (one per thread)
 #define FAST_CAP 2048      // ids at or above tau the fast path can hold
@@ -59,7 +60,7 @@ struct Scratch {
     int ival[NWARPS];
     unsigned int hist[512];     // radix rounds: 256 bins (kth_bound: two rounds' bins at once)
     double hmass[256];
-    int bi[4];
+    int bi[3];
     double bd[2];
     int ncand;                  // fast path: ids collected at or above tau
     uint32_t cand[MAX_V / 32];  // rule 2 candidates (general path)
