@@ -32,7 +32,7 @@ offline_rc=$?
 # Online: Azure conversation trace, n 200, scale 0.4, max output 128; every feature switched off once.
 "$bin/bench" online --backends roseinfer --device cuda --model "$model" --n 200 --scales 0.4 --max-output-len 128 \
 	--variant nograph=--no-cuda-graph --variant nooverlap=--no-overlap-schedule \
-	--variant nocache=--no-prefix-cache --variant nochunk=--no-chunked-prefill \
+	--variant nocache=--no-prefix-cache --variant nochunk=--no-chunked-prefill --variant norows=--cuda-chunk-rows=-1 \
 	--repeat 2 \
 	--output-dir "$runs" >"$out/online.log" 2>&1
 online_rc=$?

@@ -43,6 +43,7 @@ func (o *engineOptions) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.MaxPending, "max-inflight-requests", o.MaxPending, "alias of --max-pending (see docs/roseinfer-flags.md for the difference)")
 	boolPair(fs, &o.CUDAGraph, "cuda-graph", "cuda device: replay decode steps as CUDA graphs (ignored by cpu and sim)")
 	boolPair(fs, &o.OverlapSchedule, "overlap-schedule", "sim and cuda: plan step N+1 while step N runs (cpu runs synchronously)")
+	fs.IntVar(&o.CUDAChunkRows, "cuda-chunk-rows", o.CUDAChunkRows, "cuda device: steps whose prompt chunks have at most this many tokens run through the decode kernels and graphs (0 = default 16, negative = decode tokens only)")
 	fs.Float64Var(&o.GPUMemoryUtilization, "gpu-memory-utilization", o.GPUMemoryUtilization, "cuda device: fraction of GPU memory for weights, activations and KV cache when --kv-cache-tokens is 0")
 }
 

@@ -48,6 +48,9 @@ type Options struct {
 	MaxPending          int  // --max-pending: 0 = unlimited
 
 	CUDAGraph bool // --cuda-graph: cuda replays decode steps as graphs
+	// CUDAChunkRows (--cuda-chunk-rows): cuda.Options.ChunkRows, the
+	// longest prompt chunk run as one-token rows (0 = default, < 0 = off).
+	CUDAChunkRows int
 	// OverlapSchedule (--overlap-schedule) plans step N+1 while step N runs
 	// on devices that run asynchronously (sim and cuda); cpu runs
 	// synchronously whatever it says.

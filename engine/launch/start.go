@@ -113,7 +113,7 @@ func (r *Resolved) openDevice(kv *device.KVConfig) (device.Device, error) {
 		return nil, err
 	}
 	if r.Device == "cuda" {
-		dev, err := cuda.New(w, *kv, cuda.Options{NoCUDAGraph: !o.CUDAGraph, MaxSeqs: o.MaxNumSeqs,
+		dev, err := cuda.New(w, *kv, cuda.Options{NoCUDAGraph: !o.CUDAGraph, ChunkRows: o.CUDAChunkRows, MaxSeqs: o.MaxNumSeqs,
 			MaxStepTokens: max(o.MaxNumBatchedTokens, o.MaxNumSeqs), GPUMemoryUtilization: o.GPUMemoryUtilization})
 		if err != nil {
 			return nil, err

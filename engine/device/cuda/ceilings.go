@@ -122,6 +122,13 @@ func (d *Device) SetKernelVariants(gemvMaxRows, skinnyRows int, blockDecodeAtten
 	})
 }
 
+// SetChunkRows sets Options.ChunkRows (0 = default, negative = one-token
+// sequences only) for later steps (A/B measurements).
+func (d *Device) SetChunkRows(n int) {
+	d.opts.ChunkRows = n
+	d.opts = withDefaults(d.opts)
+}
+
 // SetTiledLMHead switches the small-step LM head between lmhead.cu with its
 // tile keys (on) and gemv.cu with the sampler's full-row scan (off) for
 // later steps (Options.NoTiledLMHead), dropping captured graphs.

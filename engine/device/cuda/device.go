@@ -18,6 +18,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"strconv"
 	"time"
 	"unsafe"
 
@@ -74,6 +75,14 @@ type Options struct {
 	// (prewarm.go); those costs then fall on the first steps that need them.
 	// ROSEINFER_CUDA_PREWARM=0 does the same: the A/B switch.
 	NoPrewarm bool
+	// ChunkRows: a step whose sequences each bring at most this many tokens
+	// (decode steps, and the short uncached tail of a prompt whose prefix is
+	// cached, alone or beside decodes) runs as one-token rows through the
+	// decode attention kernels and, padded like a decode step, a captured
+	// graph, instead of eagerly with the prefill kernels. 0 = the default
+	// (16), negative = only one-token sequences (the A/B switch);
+	// ROSEINFER_CUDA_CHUNK_ROWS overrides it.
+	ChunkRows int
 	// NoTiledLMHead runs the small-step LM head through gemv.cu and lets the
 	// sampler scan whole logit rows, instead of lmhead.cu and its tile
 	// maxima: the A/B switch.
@@ -88,6 +97,7 @@ var DefaultOptions = Options{
 	GPUMemoryUtilization: 0.9,
 	GemvMaxRows:          maxGemvRows,
 	SkinnyGemmRows:       32,
+	ChunkRows:            16,
 }
 
 // Device runs GPT-2 steps on one GPU. Methods are called from one goroutine
@@ -174,6 +184,13 @@ func New(w *model.Weights, kv device.KVConfig, opts Options) (*Device, error) {
 	if kv.BlockSizeTokens <= 0 {
 		return nil, fmt.Errorf("cuda: KV block size %d must be positive", kv.BlockSizeTokens)
 	}
+	if v := os.Getenv("ROSEINFER_CUDA_CHUNK_ROWS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return nil, fmt.Errorf("cuda: ROSEINFER_CUDA_CHUNK_ROWS=%q: want an integer (negative: one-token sequences only)", v)
+		}
+		opts.ChunkRows = n
+	}
 	opts = withDefaults(opts)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -222,6 +239,9 @@ func withDefaults(o Options) Options {
 	o.GemvMaxRows = min(o.GemvMaxRows, maxGemvRows)
 	if o.SkinnyGemmRows == 0 {
 		o.SkinnyGemmRows = def.SkinnyGemmRows
+	}
+	if o.ChunkRows == 0 {
+		o.ChunkRows = def.ChunkRows
 	}
 	if o.MaxSeqs > o.MaxStepTokens {
 		o.MaxSeqs = o.MaxStepTokens
@@ -360,11 +380,11 @@ func (d *Device) Submit(b *device.Batch) error {
 		return err
 	}
 	st := &d.stage[d.next]
-	graphSize := 0
-	if !d.opts.NoCUDAGraph && graphable(b) {
-		graphSize = d.graphSizeFor(len(b.Seqs))
+	rows, graphSize := d.chunkRows(b), 0
+	if !d.opts.NoCUDAGraph && rows > 0 {
+		graphSize = d.graphSizeFor(rows)
 	}
-	if err := d.buildPlan(b, st, graphSize); err != nil {
+	if err := d.buildPlan(b, st, rows > 0, graphSize); err != nil {
 		return err
 	}
 	p := &st.plan
@@ -408,7 +428,9 @@ func (d *Device) Submit(b *device.Batch) error {
 	// Rows of this step, for the next step's on-GPU token hand-off.
 	clear(d.prevRow)
 	for row, si := range p.seqOfRow {
-		d.prevRow[b.Seqs[si].SeqID] = row
+		if si >= 0 {
+			d.prevRow[b.Seqs[si].SeqID] = row
+		}
 	}
 	d.pending = append(d.pending, d.next)
 	d.next = (d.next + 1) % len(d.stage)

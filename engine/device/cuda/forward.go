@@ -98,7 +98,7 @@ func (d *Device) forward(p *stepPlan) error {
 			}
 			if err := g.launch(k, p.nDecode, shape.gridY, shape.gridZ, shape.threads, 0,
 				argPtr(a.attn), argPtr(a.qkv), argPtr(kc), argPtr(vc), argPtr(d.in(lay.blockTables)), argInt(d.maxBlocks),
-				argPtr(d.in(lay.qStart)), argPtr(d.in(lay.ctx)), argPtr(d.in(lay.decSeqs)), argInt(NH), argInt(d.kv.BlockSizeTokens), argF32(scale),
+				argPtr(d.in(lay.qStart)), argPtr(d.in(lay.ctx)), argPtr(d.in(lay.newFrom)), argPtr(d.in(lay.decSeqs)), argInt(NH), argInt(d.kv.BlockSizeTokens), argF32(scale),
 				argInt(nsplit), argPtr(a.attnPart)); err != nil {
 				return err
 			}

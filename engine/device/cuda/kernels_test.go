@@ -108,6 +108,7 @@ func TestAttentionKernels(t *testing.T) {
 		{5, 64, 7, []int{40, 0, 100, 3, 33}, []int{1, 1, 1, 20, 1}},
 		{3, 32, 5, []int{9, 0, 13}, []int{1, 23, 1}},
 		{2, 128, 7, []int{20, 3}, []int{1, 9}},
+		{12, 64, 16, []int{880, 300, 17, 0, 45}, []int{7, 1, 16, 3, 20}}, // short chunks over long cached prefixes
 	} {
 		variants := []string{fmt.Sprintf("attention_prefill_%d", tc.HD)}
 		decoders := []string{fmt.Sprintf("attention_decode_%d", tc.HD)}
@@ -121,17 +122,28 @@ func TestAttentionKernels(t *testing.T) {
 					if nsplit == 16 && i > 0 {
 						continue
 					}
-					t.Run(fmt.Sprintf("NH%d_HD%d_B%d_%s_%s_split%d", tc.NH, tc.HD, tc.B, prefill, decode, nsplit), func(t *testing.T) {
-						g := testGPU(t) // a subtest runs on its own goroutine: lock and bind again
-						runAttentionCase(t, g, r, tc.NH, tc.HD, tc.B, tc.ctx, tc.qlen, prefill, decode, nsplit)
-					})
+					// chunkRows: chunks of <= maxChunkRowsTest tokens run as
+					// one-token decode rows (Options.ChunkRows).
+					for _, chunkRows := range []bool{false, true} {
+						if chunkRows && i > 0 {
+							continue
+						}
+						t.Run(fmt.Sprintf("NH%d_HD%d_B%d_%s_%s_split%d_rows%v", tc.NH, tc.HD, tc.B, prefill, decode, nsplit, chunkRows), func(t *testing.T) {
+							g := testGPU(t) // a subtest runs on its own goroutine: lock and bind again
+							runAttentionCase(t, g, r, tc.NH, tc.HD, tc.B, tc.ctx, tc.qlen, prefill, decode, nsplit, chunkRows)
+						})
+					}
 				}
 			}
 		}
 	}
 }
 
-func runAttentionCase(t *testing.T, g *gpu, r *rand.Rand, NH, HD, B int, ctx, qlen []int, prefill, decode string, nsplit int) {
+// maxChunkRowsTest: with chunkRows, chunks of at most this many tokens are
+// attended as one-token decode rows.
+const maxChunkRowsTest = 20
+
+func runAttentionCase(t *testing.T, g *gpu, r *rand.Rand, NH, HD, B int, ctx, qlen []int, prefill, decode string, nsplit int, chunkRows bool) {
 	tileRows := prefillTileRows
 	if strings.Contains(prefill, "mma") {
 		tileRows = prefillTileRowsMMA
@@ -155,20 +167,25 @@ func runAttentionCase(t *testing.T, g *gpu, r *rand.Rand, NH, HD, B int, ctx, ql
 	}
 	qkv := roundF16(randn(r, N*3*C, 1))
 	qStart, slots := make([]int32, S), make([]int32, N)
-	var dec, tileSeq, tileQ0 []int32
+	var tileSeq, tileQ0 []int32
+	// The decode kernels' entries: a one-token sequence, or one row of a
+	// chunk run as rows (its own position, the chunk's first as new_from).
+	var decQS, decCtx, decFrom, decBT []int32
 	row := 0
 	for s := 0; s < S; s++ {
 		qStart[s] = int32(row)
+		asRows := qlen[s] == 1 || (chunkRows && qlen[s] <= maxChunkRowsTest)
 		for i := 0; i < qlen[s]; i++ {
 			pos := ctx[s] + i
 			slots[row+i] = -1
-			if qlen[s] > 1 {
+			if !asRows {
 				slots[row+i] = bt[s*maxBlocks+pos/B]*int32(B) + int32(pos%B)
+			} else {
+				decQS, decCtx, decFrom = append(decQS, int32(row+i)), append(decCtx, int32(pos)), append(decFrom, int32(ctx[s]))
+				decBT = append(decBT, bt[s*maxBlocks:(s+1)*maxBlocks]...)
 			}
 		}
-		if qlen[s] == 1 {
-			dec = append(dec, int32(s))
-		} else {
+		if !asRows {
 			for q0 := 0; q0 < qlen[s]; q0 += tileRows {
 				tileSeq, tileQ0 = append(tileSeq, int32(s)), append(tileQ0, int32(q0))
 			}
@@ -187,8 +204,13 @@ func runAttentionCase(t *testing.T, g *gpu, r *rand.Rand, NH, HD, B int, ctx, ql
 		argPtr(upload(t, g, slots)), argInt(N), argInt(NH), argInt(HD), argInt(B)); err != nil {
 		t.Fatal(err)
 	}
-	if len(dec) > 0 {
+	if nd := len(decQS); nd > 0 {
+		dec := make([]int32, nd)
+		for i := range dec {
+			dec[i] = int32(i)
+		}
 		dDec := upload(t, g, dec)
+		dDecBT, dDecQS, dDecCtx, dDecFrom := upload(t, g, decBT), upload(t, g, decQS), upload(t, g, decCtx), upload(t, g, decFrom)
 		part := devBuf(t, g, 4*len(dec)*NH*nsplit*(HD+2))
 		warp := strings.Contains(decode, "warp")
 		shape := decodeShape(warp, NH, nsplit)
@@ -196,13 +218,13 @@ func runAttentionCase(t *testing.T, g *gpu, r *rand.Rand, NH, HD, B int, ctx, ql
 			decode = "attention_decode_warp_splits_64"
 		}
 		if err := g.launch(g.kernel(decode), len(dec), shape.gridY, shape.gridZ, shape.threads, 0, argPtr(out), argPtr(dQKV),
-			argPtr(dK), argPtr(dV), argPtr(dBT), argInt(maxBlocks), argPtr(dQS), argPtr(dCtx), argPtr(dDec),
+			argPtr(dK), argPtr(dV), argPtr(dDecBT), argInt(maxBlocks), argPtr(dDecQS), argPtr(dDecCtx), argPtr(dDecFrom), argPtr(dDec),
 			argInt(NH), argInt(B), argF32(scale), argInt(nsplit), argPtr(part)); err != nil {
 			t.Fatal(err)
 		}
 		if nsplit > 1 && !warp { // the warp kernel merges its own splits
 			if err := g.launch(g.kernel("attention_decode_combine"), len(dec), NH, 1, ceilDiv(HD, 32)*32, 0, argPtr(out), argPtr(part),
-				argPtr(dQS), argPtr(dDec), argInt(NH), argInt(HD), argInt(nsplit)); err != nil {
+				argPtr(dDecQS), argPtr(dDec), argInt(NH), argInt(HD), argInt(nsplit)); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -33,7 +34,8 @@ func newTestDevice(t *testing.T, w *model.Weights, opts Options) *Device {
 	return d
 }
 
-// lastLogits reads the logits of the step's sampled rows (M, V), test-only.
+// lastLogits reads the logits of the last step's sampled rows (M, V),
+// test-only.
 func (d *Device) lastLogits(t *testing.T, M int) [][]float32 {
 	t.Helper()
 	out := make([][]float32, M)
@@ -50,6 +52,13 @@ func (d *Device) lastLogits(t *testing.T, M int) [][]float32 {
 		out[i] = buf[i*d.vocabPadded : i*d.vocabPadded+d.cfg.VocabSize]
 	}
 	return out
+}
+
+// lastRowOfSeq is the last submitted step's sample row of each Batch.Seqs
+// entry (-1: not sampled), test-only: a graph step samples every row, so a
+// sequence's logits need not be at its index among the sampled sequences.
+func (d *Device) lastRowOfSeq() []int {
+	return d.stage[(d.next+len(d.stage)-1)%len(d.stage)].plan.rowOfSeq
 }
 
 // blockAlloc hands out KV block ids to test sequences.
@@ -81,10 +90,10 @@ func TestModelLogitsMixedBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, o := range []Options{{NoCUDAGraph: true}, {}, {SimplePrefillAttention: true}, {GemvMaxRows: -1, SkinnyGemmRows: -1, BlockDecodeAttention: true, NoPDL: true},
-		{SkinnyGemmRows: 128}, {SkinnyGemmRows: 128, NoCUDAGraph: true}, {NoTiledLMHead: true}} {
+		{SkinnyGemmRows: 128}, {SkinnyGemmRows: 128, NoCUDAGraph: true}, {NoTiledLMHead: true}, {ChunkRows: -1}} {
 		o.MaxStepTokens, o.MaxSeqs = 1024, 64
-		t.Run(fmt.Sprintf("noCUDAGraph=%v_simplePrefill=%v_gemv=%v_skinny=%d_blockDecode=%v_noPDL=%v_noTiledLMHead=%v", o.NoCUDAGraph, o.SimplePrefillAttention,
-			o.GemvMaxRows >= 0, o.SkinnyGemmRows, o.BlockDecodeAttention, o.NoPDL, o.NoTiledLMHead), func(t *testing.T) {
+		t.Run(fmt.Sprintf("noCUDAGraph=%v_simplePrefill=%v_gemv=%v_skinny=%d_blockDecode=%v_noPDL=%v_noTiledLMHead=%v_chunkRows=%d", o.NoCUDAGraph, o.SimplePrefillAttention,
+			o.GemvMaxRows >= 0, o.SkinnyGemmRows, o.BlockDecodeAttention, o.NoPDL, o.NoTiledLMHead, o.ChunkRows), func(t *testing.T) {
 			d := newTestDevice(t, w, o)
 			checkMixedBatches(t, d, w)
 		})
@@ -157,7 +166,8 @@ func checkMixedBatches(t *testing.T, d *Device, w *model.Weights) {
 		if err != nil {
 			t.Fatalf("step %d: %v", si, err)
 		}
-		got := d.lastLogits(t, len(refLogits))
+		rowOf := d.lastRowOfSeq()
+		got := d.lastLogits(t, slices.Max(rowOf)+1)
 		row := 0
 		for i, e := range step {
 			if !batch.Seqs[i].Sample {
@@ -166,12 +176,14 @@ func checkMixedBatches(t *testing.T, d *Device, w *model.Weights) {
 				}
 				continue
 			}
-			if e := relErr(got[row], refLogits[row]); e > 1e-2 {
+			lg := got[rowOf[i]]
+			if e := relErr(lg, refLogits[row]); e > 1e-2 {
 				t.Errorf("step %d seq %d: logits rel err %.2e", si, batch.Seqs[i].SeqID, e)
 			} else {
-				t.Logf("step %d seq %d (%d tokens at %d): logits rel err %.2e", si, batch.Seqs[i].SeqID, len(batch.Seqs[i].Tokens), batch.Seqs[i].StartPos, e)
+				t.Logf("step %d seq %d (%d tokens at %d, sample row %d): logits rel err %.2e", si, batch.Seqs[i].SeqID, len(batch.Seqs[i].Tokens),
+					batch.Seqs[i].StartPos, rowOf[i], e)
 			}
-			if want := argmaxF32(got[row]); out[i].Token != want {
+			if want := argmaxF32(lg); out[i].Token != want {
 				t.Errorf("step %d seq %d: greedy token %d, argmax of its logits %d", si, e.s.id, out[i].Token, want)
 			}
 			e.s.last = out[i].Token
@@ -360,8 +372,13 @@ func TestDeviceSpans(t *testing.T) {
 	seq := func(id uint64, tokens []int32, start int) device.Seq {
 		return device.Seq{SeqID: id, Tokens: tokens, StartPos: start, BlockTable: []int32{int32(id)}, Sample: true, Params: greedy, BannedToken: -1}
 	}
-	chunk := seq(4, []int32{1, 2, 3}, 0)
-	chunk.Sample = false // a prefill chunk that does not sample: no sampler kernel
+	// Prefill chunks that do not sample: a long one (the prefill kernels,
+	// no sampler kernel) and a short one, laid out as one-token rows of a
+	// graph, which samples every row.
+	chunk := seq(4, make([]int32, 20), 0)
+	chunk.Sample, chunk.BlockTable = false, []int32{4, 6}
+	short := seq(5, []int32{1, 2, 3}, 0)
+	short.Sample = false
 	var out []device.Sampled
 	var spans []phase.DeviceSpan
 	var decodeTok []int32 // tokens of the repeated decode step, spans on and off
@@ -376,6 +393,7 @@ func TestDeviceSpans(t *testing.T) {
 		{true, []device.Seq{seq(1, []int32{7}, 5)}, "decode", true}, // replayed
 		{true, []device.Seq{seq(2, []int32{1, 2, 3}, 0)}, "prefill", true},
 		{true, []device.Seq{chunk}, "prefill", false},
+		{true, []device.Seq{short}, "prefill", true},
 		{true, []device.Seq{seq(1, []int32{8}, 6), seq(3, []int32{4, 5}, 0)}, "mixed", true},
 		{false, []device.Seq{seq(1, []int32{7}, 5)}, "", false},
 		{true, []device.Seq{seq(1, []int32{7}, 5)}, "decode", true},

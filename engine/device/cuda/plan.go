@@ -15,7 +15,7 @@ type layout struct {
 	nTok, nSeq, nTiles, nSample, maxBlocks int
 
 	tokens, pos, slots, srcRows          int // (nTok)
-	qStart, qLen, ctx, decSeqs           int // (nSeq)
+	qStart, qLen, ctx, newFrom, decSeqs  int // (nSeq)
 	tileSeq, tileQ0                      int // (nTiles)
 	sampleRows, temp, topK, topP, seedLo int // (nSample)
 	seedHi, index, banned, wantLP        int // (nSample)
@@ -33,7 +33,7 @@ func newLayout(nTok, nSeq, nTiles, nSample, maxBlocks int) layout {
 		return o
 	}
 	l.tokens, l.pos, l.slots, l.srcRows = take(nTok), take(nTok), take(nTok), take(nTok)
-	l.qStart, l.qLen, l.ctx, l.decSeqs = take(nSeq), take(nSeq), take(nSeq), take(nSeq)
+	l.qStart, l.qLen, l.ctx, l.newFrom, l.decSeqs = take(nSeq), take(nSeq), take(nSeq), take(nSeq), take(nSeq)
 	l.tileSeq, l.tileQ0 = take(nTiles), take(nTiles)
 	l.sampleRows, l.temp, l.topK, l.topP = take(nSample), take(nSample), take(nSample), take(nSample)
 	l.seedLo, l.seedHi, l.index, l.banned, l.wantLP = take(nSample), take(nSample), take(nSample), take(nSample), take(nSample)
@@ -48,9 +48,12 @@ type stepPlan struct {
 	lay        layout
 	nDecode    int
 	nPrefill   int   // tokens of prefill chunks (rows kv_write handles)
-	seqOfRow   []int // sample row -> index in Batch.Seqs
+	seqOfRow   []int // sample row -> index in Batch.Seqs, or -1 (a row sampled only because its graph samples every row)
 	rowOfSeq   []int // index in Batch.Seqs -> sample row or -1
 	graphBatch int   // > 0: a padded decode step replayed from the graph of this size
+	// What the step computes, however it is laid out (spans name it):
+	// sequences with a prompt chunk of several tokens, and one-token ones.
+	chunkSeqs, oneTokenSeqs int
 }
 
 // Query rows per prefill attention block: PREFILL_BR in attention.cu, FA_BR
@@ -61,10 +64,15 @@ const (
 )
 
 // buildPlan validates b and writes its inputs into st.in (int32 words) and
-// its plan into st.plan. graphSize > 0 pads a pure decode batch to that many
-// sequences; the padding rows decode token 0 at position 0 into the scratch
+// its plan into st.plan. rows (see chunkRows) lays the step out as one-token
+// rows, each attended by the decode kernels: a chunk of n tokens becomes n
+// consecutive rows of its sequence. graphSize > 0 (rows only) pads them to
+// that many; the padding rows decode token 0 at position 0 into the scratch
 // KV block.
-func (d *Device) buildPlan(b *device.Batch, st *staging, graphSize int) error {
+func (d *Device) buildPlan(b *device.Batch, st *staging, rows bool, graphSize int) error {
+	if graphSize > 0 && !rows {
+		return fmt.Errorf("cuda: a graph step must be laid out as rows")
+	}
 	host, p := st.in, &st.plan
 	B, maxT, V := d.kv.BlockSizeTokens, d.cfg.MaxSeqLen, d.cfg.VocabSize
 	nTok, nTiles, nSample := 0, 0, 0
@@ -81,7 +89,7 @@ func (d *Device) buildPlan(b *device.Batch, st *staging, graphSize int) error {
 			return fmt.Errorf("cuda: seq %d has %d blocks, needs %d (max %d)", s.SeqID, len(s.BlockTable), need, d.maxBlocks)
 		}
 		nTok += n
-		if n > 1 {
+		if n > 1 && !rows {
 			nTiles += (n + d.prefillTile - 1) / d.prefillTile
 		}
 		if s.Sample {
@@ -89,8 +97,11 @@ func (d *Device) buildPlan(b *device.Batch, st *staging, graphSize int) error {
 		}
 	}
 	nSeq := len(b.Seqs)
-	if graphSize > 0 {
-		nTok, nSeq, nSample = graphSize, graphSize, graphSize
+	if rows {
+		nSeq = nTok
+		if graphSize > 0 {
+			nTok, nSeq, nSample = graphSize, graphSize, graphSize
+		}
 	}
 	if nTok > d.opts.MaxStepTokens || nSeq > d.opts.MaxSeqs {
 		return fmt.Errorf("cuda: step of %d tokens / %d sequences exceeds the device's %d / %d (Options.MaxStepTokens/MaxSeqs)",
@@ -98,6 +109,7 @@ func (d *Device) buildPlan(b *device.Batch, st *staging, graphSize int) error {
 	}
 	lay := newLayout(nTok, nSeq, nTiles, nSample, d.maxBlocks)
 	p.lay, p.nDecode, p.nPrefill, p.graphBatch = lay, 0, 0, graphSize
+	p.chunkSeqs, p.oneTokenSeqs = 0, 0
 	p.seqOfRow, p.rowOfSeq = p.seqOfRow[:0], p.rowOfSeq[:0]
 	if len(host) < lay.total {
 		return fmt.Errorf("cuda: input staging of %d words, step needs %d", len(host), lay.total)
@@ -106,24 +118,77 @@ func (d *Device) buildPlan(b *device.Batch, st *staging, graphSize int) error {
 	// Where the sampler stores the ids and logprobs: this stage's mapped
 	// host memory (a graph replays with whichever stage's address).
 	host[lay.hostOut], host[lay.hostOut+1] = int32(uint32(st.outDev)), int32(uint32(st.outDev>>32))
-	row, tile, srow := 0, 0, 0
-	for i := range b.Seqs {
-		s := &b.Seqs[i]
-		n := len(s.Tokens)
-		host[lay.qStart+i], host[lay.qLen+i], host[lay.ctx+i] = int32(row), int32(n), int32(s.StartPos)
-		bt := host[lay.blockTables+i*d.maxBlocks : lay.blockTables+(i+1)*d.maxBlocks]
+	// seqEntry describes sequence entry e: its first row, rows, cached
+	// tokens, first position of this step, and block table.
+	seqEntry := func(e, row, n, ctx, from int, table []int32) error {
+		host[lay.qStart+e], host[lay.qLen+e], host[lay.ctx+e], host[lay.newFrom+e] = int32(row), int32(n), int32(ctx), int32(from)
+		bt := host[lay.blockTables+e*d.maxBlocks : lay.blockTables+(e+1)*d.maxBlocks]
 		for j := range bt {
 			bt[j] = d.scratchBlock
-			if j < len(s.BlockTable) {
-				id := s.BlockTable[j]
+			if j < len(table) {
+				id := table[j]
 				if id < 0 || int(id) >= d.kv.NumBlocks {
-					return fmt.Errorf("cuda: seq %d block %d out of range [0, %d)", s.SeqID, id, d.kv.NumBlocks)
+					return fmt.Errorf("block %d out of range [0, %d)", id, d.kv.NumBlocks)
 				}
 				bt[j] = id
 			}
 		}
+		if n == 1 {
+			host[lay.decSeqs+p.nDecode] = int32(e)
+			p.nDecode++
+		}
+		return nil
+	}
+	// sampleAs makes row the next sample row, drawn with pr (a dummy greedy
+	// draw for si < 0, whose result nobody reads).
+	srow := 0
+	sampleAs := func(row, si int) {
+		host[lay.sampleRows+srow] = int32(row)
+		host[lay.temp+srow], host[lay.topK+srow], host[lay.topP+srow] = 0, 0, f32(1)
+		host[lay.seedLo+srow], host[lay.seedHi+srow], host[lay.index+srow] = 0, 0, 0
+		host[lay.banned+srow], host[lay.wantLP+srow] = -1, 0
+		p.seqOfRow = append(p.seqOfRow, si)
+		if si >= 0 {
+			s := &b.Seqs[si]
+			pr := s.Params
+			host[lay.temp+srow] = f32(pr.Temperature)
+			host[lay.topK+srow] = int32(pr.TopK)
+			host[lay.topP+srow] = f32(pr.TopP)
+			host[lay.seedLo+srow] = int32(uint32(pr.Seed))
+			host[lay.seedHi+srow] = int32(uint32(pr.Seed >> 32))
+			host[lay.index+srow] = int32(s.SampleIndex)
+			host[lay.banned+srow] = s.BannedToken
+			if s.WantLogprob {
+				host[lay.wantLP+srow] = 1
+			}
+			p.rowOfSeq[si] = srow
+		}
+		srow++
+	}
+	row, tile := 0, 0
+	for i := range b.Seqs {
+		s := &b.Seqs[i]
+		n := len(s.Tokens)
+		if !rows {
+			if err := seqEntry(i, row, n, s.StartPos, s.StartPos, s.BlockTable); err != nil {
+				return fmt.Errorf("cuda: seq %d: %w", s.SeqID, err)
+			}
+		}
+		p.rowOfSeq = append(p.rowOfSeq, -1)
+		if n > 1 {
+			p.chunkSeqs++
+		} else {
+			p.oneTokenSeqs++
+		}
 		for k, tok := range s.Tokens {
 			pos := s.StartPos + k
+			if rows {
+				// Row k of the chunk: a decode row at pos whose keys from
+				// StartPos on come from this step's rows.
+				if err := seqEntry(row, row, 1, pos, s.StartPos, s.BlockTable); err != nil {
+					return fmt.Errorf("cuda: seq %d: %w", s.SeqID, err)
+				}
+			}
 			host[lay.pos+row] = int32(pos)
 			host[lay.srcRows+row] = -1
 			switch {
@@ -140,69 +205,55 @@ func (d *Device) buildPlan(b *device.Batch, st *staging, graphSize int) error {
 			default:
 				return fmt.Errorf("cuda: seq %d token %d outside vocab %d", s.SeqID, tok, V)
 			}
-			if n > 1 {
+			host[lay.slots+row] = -1 // the decode kernels append their row's K/V themselves
+			if n > 1 && !rows {
 				host[lay.slots+row] = s.BlockTable[pos/B]*int32(B) + int32(pos%B)
 				p.nPrefill++
-			} else {
-				host[lay.slots+row] = -1
+			}
+			if graphSize > 0 && (k < n-1 || !s.Sample) {
+				sampleAs(row, -1) // a graph samples every row
 			}
 			row++
 		}
-		if n == 1 {
-			host[lay.decSeqs+p.nDecode] = int32(i)
-			p.nDecode++
-		} else {
+		if n > 1 && !rows {
 			for q0 := 0; q0 < n; q0 += d.prefillTile {
 				host[lay.tileSeq+tile], host[lay.tileQ0+tile] = int32(i), int32(q0)
 				tile++
 			}
 		}
-		p.rowOfSeq = append(p.rowOfSeq, -1)
 		if s.Sample {
-			pr := s.Params
-			host[lay.sampleRows+srow] = int32(row - 1)
-			host[lay.temp+srow] = f32(pr.Temperature)
-			host[lay.topK+srow] = int32(pr.TopK)
-			host[lay.topP+srow] = f32(pr.TopP)
-			host[lay.seedLo+srow] = int32(uint32(pr.Seed))
-			host[lay.seedHi+srow] = int32(uint32(pr.Seed >> 32))
-			host[lay.index+srow] = int32(s.SampleIndex)
-			host[lay.banned+srow] = s.BannedToken
-			host[lay.wantLP+srow] = 0
-			if s.WantLogprob {
-				host[lay.wantLP+srow] = 1
-			}
-			p.rowOfSeq[i] = srow
-			p.seqOfRow = append(p.seqOfRow, i)
-			srow++
+			sampleAs(row-1, i)
 		}
 	}
 	// Padding rows of a graph batch: greedy decode of token 0 at position 0
 	// into the scratch block, results ignored.
-	for i := len(b.Seqs); i < nSeq; i++ {
-		host[lay.qStart+i], host[lay.qLen+i], host[lay.ctx+i] = int32(i), 1, 0
-		for j := 0; j < d.maxBlocks; j++ {
-			host[lay.blockTables+i*d.maxBlocks+j] = d.scratchBlock
+	for ; row < graphSize; row++ {
+		if err := seqEntry(row, row, 1, 0, 0, nil); err != nil {
+			return err
 		}
-		host[lay.tokens+i], host[lay.pos+i], host[lay.slots+i], host[lay.srcRows+i] = 0, 0, -1, -1
-		host[lay.decSeqs+p.nDecode] = int32(i)
-		p.nDecode++
-		host[lay.sampleRows+srow] = int32(i)
-		host[lay.temp+srow], host[lay.topK+srow], host[lay.topP+srow] = 0, 0, f32(1)
-		host[lay.seedLo+srow], host[lay.seedHi+srow], host[lay.index+srow] = 0, 0, 0
-		host[lay.banned+srow], host[lay.wantLP+srow] = -1, 0
-		srow++
+		host[lay.tokens+row], host[lay.pos+row], host[lay.slots+row], host[lay.srcRows+row] = 0, 0, -1, -1
+		sampleAs(row, -1)
 	}
 	return nil
 }
 
-// graphable reports whether b is a pure decode step that samples every
-// sequence: the shape CUDA graphs are captured for.
-func graphable(b *device.Batch) bool {
+// chunkRows is how many one-token rows b takes when every sequence brings at
+// most Options.ChunkRows tokens (decode steps, and prefills of a prompt's
+// short uncached tail, alone or beside decodes), so that the step runs
+// through the decode kernels and, padded, a captured graph; 0 otherwise:
+// a chunk's rows each attend over the whole context, which pays only for
+// short chunks.
+func (d *Device) chunkRows(b *device.Batch) int {
+	rows := 0
 	for i := range b.Seqs {
-		if len(b.Seqs[i].Tokens) != 1 || !b.Seqs[i].Sample {
-			return false
+		n := len(b.Seqs[i].Tokens)
+		if n > 1 && n > d.opts.ChunkRows {
+			return 0
 		}
+		rows += n
 	}
-	return len(b.Seqs) > 0
+	if rows == 0 || rows > d.opts.MaxSeqs {
+		return 0
+	}
+	return rows
 }

@@ -141,7 +141,7 @@ func (d *Device) prewarm() error {
 // the next call.
 func (d *Device) warmStep(b *device.Batch, graphSize int) error {
 	st := &d.stage[0]
-	if err := d.buildPlan(b, st, graphSize); err != nil {
+	if err := d.buildPlan(b, st, graphSize > 0, graphSize); err != nil {
 		return err
 	}
 	if err := d.g.drv.htodAsync(d.act.inputs, st.inPtr, 4*st.plan.lay.total, d.g.stream); err != nil {

@@ -81,9 +81,9 @@ func (d *Device) collectSpan(st *staging) (time.Duration, error) {
 	}
 	name := "decode"
 	switch p := &st.plan; {
-	case p.nPrefill > 0 && p.nDecode > 0 && p.graphBatch == 0:
+	case p.chunkSeqs > 0 && p.oneTokenSeqs > 0:
 		name = "mixed"
-	case p.nPrefill > 0:
+	case p.chunkSeqs > 0:
 		name = "prefill"
 	}
 	d.lastSpans[0] = phase.DeviceSpan{Name: name, Dur: dur, OnGPU: true}

@@ -4,12 +4,19 @@
 //   kv_write            copies the K/V of every prefill-chunk token into its cache slot;
 //   attention_prefill   runs each chunk's queries over cache positions [0, pos]
 //                       (cached prefix + earlier chunks + this chunk), tiled in shared memory;
-//   attention_decode    runs each one-token sequence over [0, pos] and writes that
+//   attention_decode    runs each one-token row over [0, pos] and writes that
 //                       token's own K/V into the cache first (the fused KV append), so
 //                       decode needs no separate write.
 // Sequences are described by per-sequence arrays (q_start: first row of the
 // sequence in the step's token rows; q_len; ctx_len: tokens already cached
 // before this step) and a block table row per sequence.
+//
+// A decode row may also be one token of a short chunk laid out as consecutive
+// one-token rows (a prefill over a cached prefix, run like a decode step):
+// new_from[s] is the first position of its chunk (ctx_len[s] for a plain
+// decode row). Keys in [new_from, pos] belong to rows of this step, which
+// append them concurrently: they are read from qkv (row q_start - (pos - j)),
+// never from the cache.
 #include "common.cuh"
 
 // slots (N): physical cache slot (block*B + offset) of each token row, or -1
@@ -42,8 +49,8 @@ extern "C" __global__ void kv_write(half_t* kc, half_t* vc, const half_t* qkv, c
 template <int HD>
 __device__ __forceinline__ void attention_decode_impl(
     half_t* out, const half_t* qkv, half_t* kc, half_t* vc, const int* block_tables, int max_blocks,
-    const int* q_start, const int* ctx_len, const int* dec_seqs, int NH, int B, float scale, int nsplit,
-    float* part) {
+    const int* q_start, const int* ctx_len, const int* new_from, const int* dec_seqs, int NH, int B, float scale,
+    int nsplit, float* part) {
     grid_dep_launch();
     grid_dep_wait();
     constexpr int G = HD / 8;
@@ -56,7 +63,7 @@ __device__ __forceinline__ void attention_decode_impl(
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int grp = lane / G, sub = lane % G;
     const int C = NH * HD;
-    const int t = q_start[s], p = ctx_len[s];
+    const int t = q_start[s], p = ctx_len[s], p0 = new_from[s];
     const int* bt = block_tables + (size_t)s * max_blocks;
     const half_t* qrow = qkv + (size_t)t * 3 * C + h * HD;
     const int nkeys = p + 1;
@@ -87,8 +94,9 @@ __device__ __forceinline__ void attention_decode_impl(
             k = v = make_uint4(0, 0, 0, 0);
             if (!valid) return;
             const half_t *kp, *vp;
-            if (j == p) {
-                kp = qrow + C + sub * 8, vp = qrow + 2 * C + sub * 8;
+            if (j >= p0) {  // this step's token (j == p: the row's own)
+                const half_t* r = qrow - (size_t)(p - j) * 3 * C;
+                kp = r + C + sub * 8, vp = r + 2 * C + sub * 8;
             } else {
                 size_t o = kv_offset(bt[j / B], h, j % B, NH, B, HD) + sub * 8;
                 kp = kc + o, vp = vc + o;
@@ -286,10 +294,10 @@ __device__ __forceinline__ void attention_prefill_impl(
 #define ATTENTION_KERNELS(HD)                                                                                   \
     extern "C" __global__ void __launch_bounds__(DECODE_THREADS) attention_decode_##HD(                       \
         half_t* out, const half_t* qkv, half_t* kc, half_t* vc, const int* block_tables, int max_blocks,       \
-        const int* q_start, const int* ctx_len, const int* dec_seqs, int NH, int B, float scale, int nsplit,   \
-        float* part) {                                                                                         \
-        attention_decode_impl<HD>(out, qkv, kc, vc, block_tables, max_blocks, q_start, ctx_len, dec_seqs, NH, \
-                                  B, scale, nsplit, part);                                                     \
+        const int* q_start, const int* ctx_len, const int* new_from, const int* dec_seqs, int NH, int B,       \
+        float scale, int nsplit, float* part) {                                                                \
+        attention_decode_impl<HD>(out, qkv, kc, vc, block_tables, max_blocks, q_start, ctx_len, new_from,     \
+                                  dec_seqs, NH, B, scale, nsplit, part);                                       \
     }                                                                                                          \
     extern "C" __global__ void __launch_bounds__(PREFILL_BR) attention_prefill_##HD(                          \
         half_t* out, const half_t* qkv, const half_t* kc, const half_t* vc, const int* block_tables,           \

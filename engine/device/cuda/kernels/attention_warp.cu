@@ -36,8 +36,8 @@ template <bool SPLITS>
 __device__ __forceinline__ void attention_decode_warp_impl(half_t* out, const half_t* qkv, half_t* kc, half_t* vc,
                                                            const int* block_tables, int max_blocks,
                                                            const int* q_start, const int* ctx_len,
-                                                           const int* dec_seqs, int NH, int B, float scale,
-                                                           int nsplit) {
+                                                           const int* new_from, const int* dec_seqs, int NH,
+                                                           int B, float scale, int nsplit) {
     constexpr int HD = 64;
     __shared__ float sp[SPLITS ? AW_MAX_SPLITS : 1][HD + 2];  // SPLITS: each split's [m, l, acc[HD]]
     grid_dep_launch();
@@ -46,7 +46,9 @@ __device__ __forceinline__ void attention_decode_warp_impl(half_t* out, const ha
     if (!SPLITS && h >= NH) return;  // a whole warp; nothing below synchronises the block
     const int s = dec_seqs[blockIdx.x], split = SPLITS ? warp : 0;
     const int C = NH * HD;
-    const int t = q_start[s], p = ctx_len[s];
+    // Keys p0..p are this step's tokens (p0 == p but for the rows of a short
+    // chunk, attention.cu): read from qkv, never from the cache.
+    const int t = q_start[s], p = ctx_len[s], p0 = new_from[s];
     const int* bt = block_tables + (size_t)s * max_blocks;
     const half_t* qrow = qkv + (size_t)t * 3 * C + h * HD;
     const int nkeys = p + 1;
@@ -59,15 +61,15 @@ __device__ __forceinline__ void attention_decode_warp_impl(half_t* out, const ha
 #pragma unroll
         for (int r = 0; r < 8; r++) {
             int j = j0 + 4 * r + kq;
-            o[r] = (j < kend && j != p) ? (uint32_t)(kv_offset(bt[j / B], h, j % B, NH, B, HD) / 8) + sub : 0u;
+            o[r] = (j < kend && j < p0) ? (uint32_t)(kv_offset(bt[j / B], h, j % B, NH, B, HD) / 8) + sub : 0u;
         }
     };
     // kr/vr: this lane's 16-byte pieces of the round's 8 keys (zero past
-    // kend). Cached keys (j < p) were written by earlier steps, which ended
+    // kend). Cached keys (j < p0) were written by earlier steps, which ended
     // before this step's first kernel (launched without programmatic
     // dependent launch), so the first round is read before the wait, while
-    // the qkv projection still runs; the new token (j == p) comes from qkv
-    // after it. Software pipeline without extra registers: the next round's
+    // the qkv projection still runs; this step's tokens (j >= p0) come from
+    // qkv after it. Software pipeline without extra registers: the next round's
     // keys are requested once this round's scores are computed, and its
     // values once this round's values are summed, so a round's loads are
     // in flight while the previous round is still being worked on.
@@ -78,7 +80,7 @@ __device__ __forceinline__ void attention_decode_warp_impl(half_t* out, const ha
         for (int r = 0; r < 8; r++) {
             const int j = j0 + 4 * r + kq;
             kv[r] = make_uint4(0, 0, 0, 0);
-            if (j < kend && j != p) kv[r] = ld_kv(reinterpret_cast<const half_t*>(reinterpret_cast<const uint4*>(cache) + off[r]));
+            if (j < kend && j < p0) kv[r] = ld_kv(reinterpret_cast<const half_t*>(reinterpret_cast<const uint4*>(cache) + off[r]));
         }
     };
     lookup(kbeg, off);  // block tables are step inputs: before the wait
@@ -100,10 +102,20 @@ __device__ __forceinline__ void attention_decode_warp_impl(half_t* out, const ha
     for (int i = 0; i < 8; i++) acc[i] = 0.f;
     for (int j0 = kbeg; j0 < kend; j0 += AW_ROUND) {
         const bool more = j0 + AW_ROUND < kend;  // off holds the next round's offsets
+        // Keys of this step's rows come from qkv: only in a round that
+        // reaches p0 (the last one of a plain decode row), a uniform branch
+        // that keeps the address arithmetic out of the other rounds.
+        const bool fresh = j0 + AW_ROUND > p0;
+        if (fresh) {
+#pragma unroll
+            for (int r = 0; r < 8; r++) {
+                const int j = j0 + 4 * r + kq;
+                if (j >= p0 && j < kend) kr[r] = *(const uint4*)(qrow - (size_t)(p - j) * 3 * C + C + sub * 8);
+            }
+        }
         float d[8];
 #pragma unroll
         for (int r = 0; r < 8; r++) {
-            if (j0 + 4 * r + kq == p) kr[r] = *(const uint4*)(qrow + C + sub * 8);  // the new token: from qkv
             float f[8];
             unpack8(kr[r], f);
             float x = 0.f;
@@ -128,9 +140,15 @@ __device__ __forceinline__ void attention_decode_warp_impl(half_t* out, const ha
             l *= corr;
 #pragma unroll
             for (int i = 0; i < 8; i++) acc[i] *= corr;
+            if (fresh) {
+#pragma unroll
+                for (int r = 0; r < 8; r++) {
+                    const int j = j0 + 4 * r + kq;
+                    if (j >= p0 && j < kend) vr[r] = *(const uint4*)(qrow - (size_t)(p - j) * 3 * C + 2 * C + sub * 8);
+                }
+            }
 #pragma unroll
             for (int r = 0; r < 8; r++) {
-                if (j0 + 4 * r + kq == p) vr[r] = *(const uint4*)(qrow + 2 * C + sub * 8);
                 const float pe = __expf(d[r] - mx);
                 float f[8];
                 unpack8(vr[r], f);
@@ -196,16 +214,16 @@ __device__ __forceinline__ void attention_decode_warp_impl(half_t* out, const ha
 // (the partials stay on chip).
 extern "C" __global__ void __launch_bounds__(AW_WARPS * 32) attention_decode_warp_64(
     half_t* out, const half_t* qkv, half_t* kc, half_t* vc, const int* block_tables, int max_blocks,
-    const int* q_start, const int* ctx_len, const int* dec_seqs, int NH, int B, float scale, int nsplit,
-    float* part) {
-    attention_decode_warp_impl<false>(out, qkv, kc, vc, block_tables, max_blocks, q_start, ctx_len, dec_seqs, NH, B,
-                                      scale, 1);
+    const int* q_start, const int* ctx_len, const int* new_from, const int* dec_seqs, int NH, int B, float scale,
+    int nsplit, float* part) {
+    attention_decode_warp_impl<false>(out, qkv, kc, vc, block_tables, max_blocks, q_start, ctx_len, new_from, dec_seqs,
+                                      NH, B, scale, 1);
 }
 
 extern "C" __global__ void __launch_bounds__(AW_MAX_SPLITS * 32) attention_decode_warp_splits_64(
     half_t* out, const half_t* qkv, half_t* kc, half_t* vc, const int* block_tables, int max_blocks,
-    const int* q_start, const int* ctx_len, const int* dec_seqs, int NH, int B, float scale, int nsplit,
-    float* part) {
-    attention_decode_warp_impl<true>(out, qkv, kc, vc, block_tables, max_blocks, q_start, ctx_len, dec_seqs, NH, B,
-                                     scale, nsplit);
+    const int* q_start, const int* ctx_len, const int* new_from, const int* dec_seqs, int NH, int B, float scale,
+    int nsplit, float* part) {
+    attention_decode_warp_impl<true>(out, qkv, kc, vc, block_tables, max_blocks, q_start, ctx_len, new_from, dec_seqs,
+                                     NH, B, scale, nsplit);
 }
