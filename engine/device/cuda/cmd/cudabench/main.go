@@ -181,6 +181,22 @@ func run(o options) error {
 	if err := decodeVariants[0].set(d); err != nil {
 		return err
 	}
+	// A prompt whose prefix is cached: most of bench online's requests.
+	for _, chunk := range []int{7, 16} {
+		for _, rows := range []bool{true, false} {
+			name := "one-token rows, graph"
+			if !rows {
+				name = "prefill kernels, eager"
+				d.SetChunkRows(-1)
+			}
+			ms, err := chunkStep(d, r, o, params, alloc, chunk, chunkCached)
+			d.SetChunkRows(0)
+			if err != nil {
+				return fmt.Errorf("chunk step (%s): %w", name, err)
+			}
+			record(fmt.Sprintf("prefill step, %d new tokens after %d cached, one sequence (%s)", chunk, chunkCached, name), fmt.Sprintf("%.3f ms", ms))
+		}
+	}
 	if !o.skipOffline {
 		for _, mode := range []string{"sync", "overlap", "no graph", "simple prefill attention", "overlap, block decode attention", "overlap, no PDL"} {
 			if err := setVariant(config{noGraph: mode == "no graph", blockDecode: mode == "overlap, block decode attention", noPDL: mode == "overlap, no PDL"})(d); err != nil {
@@ -306,7 +322,7 @@ func printTable(d *cuda.Device) {
 	}
 }
 
-// decodeStep prefills b sequences of o.ctx tokens, then times o.steps decode
+// decodeStep prefills b sequences of decodeStart tokens, then times o.steps decode
 // steps (after 5 warm-up steps) and returns the median step time in ms.
 //
 // With profile, per-op events are recorded (inside the captured graph) and
@@ -349,12 +365,17 @@ func decodeStep(d *cuda.Device, r *rand.Rand, b int, o options, p sample.Params,
 	return times[len(times)/2], nil
 }
 
-// decodeSeqs prefills b sequences of o.ctx tokens for decodeStep and
+// decodeStart is the prompt length decodeSeqs prefills: decode step k sits
+// at position decodeStart + k, so the timed steps (k = 5 .. steps + 4) are
+// centred on o.ctx and the median one attends to o.ctx cached tokens.
+func decodeStart(o options) int { return max(1, o.ctx-5-o.steps/2) }
+
+// decodeSeqs prefills b sequences of decodeStart tokens for decodeStep and
 // decodeOverlapped.
 func decodeSeqs(d *cuda.Device, r *rand.Rand, b int, o options, p sample.Params, alloc func(int) []int32) ([]device.Seq, error) {
 	seqs := make([]device.Seq, b)
 	for i := range seqs {
-		seqs[i] = device.Seq{SeqID: uint64(i), Tokens: randTokens(r, o.ctx), BlockTable: alloc(o.ctx + o.steps + 8), Sample: true,
+		seqs[i] = device.Seq{SeqID: uint64(i), Tokens: randTokens(r, decodeStart(o)), BlockTable: alloc(o.ctx + o.steps + 8), Sample: true,
 			Params: p, BannedToken: -1}
 		seqs[i].Params.Seed = r.Uint64()
 	}
@@ -368,11 +389,42 @@ func decodeBatch(seqs []device.Seq, o options, k int, tok int32) *device.Batch {
 	for i := range seqs {
 		s := seqs[i]
 		s.Tokens = []int32{tok}
-		s.StartPos = o.ctx + k
+		s.StartPos = decodeStart(o) + k
 		s.SampleIndex = k + 1
 		batch.Seqs[i] = s
 	}
 	return batch
+}
+
+// chunkCached is the cached prefix of chunkStep's sequence: bench online's
+// prompts (prefixes of one base sequence, 896 tokens at most) mostly find
+// all but their last partial block cached.
+const chunkCached = 880
+
+// chunkStep prefills cached tokens of one sequence, then times o.steps
+// steps (after 5 warm-up steps) that each compute chunk more tokens after
+// them and sample (the same positions each time), and returns the median
+// step time in ms.
+func chunkStep(d *cuda.Device, r *rand.Rand, o options, p sample.Params, alloc func(int) []int32, chunk, cached int) (float64, error) {
+	s := device.Seq{SeqID: 1 << 40, Tokens: randTokens(r, cached), BlockTable: alloc(cached + chunk), Sample: true, Params: p, BannedToken: -1}
+	if err := prefill(d, []device.Seq{s}, 8192); err != nil {
+		return 0, err
+	}
+	s.Tokens, s.StartPos = randTokens(r, chunk), cached
+	var out []device.Sampled
+	var times []float64
+	for k := 0; k < o.steps+5; k++ {
+		t := time.Now()
+		var err error
+		if out, err = d.Forward(&device.Batch{Seqs: []device.Seq{s}}, out); err != nil {
+			return 0, err
+		}
+		if k >= 5 {
+			times = append(times, float64(time.Since(t).Microseconds())/1000)
+		}
+	}
+	sort.Float64s(times)
+	return times[len(times)/2], nil
 }
 
 // decodeOverlapped runs o.steps decode steps as the engine does with overlap
