@@ -139,8 +139,8 @@ func (d *Device) buildPlan(b *device.Batch, st *staging, rows bool, graphSize in
 		}
 		return nil
 	}
-	// sampleAs makes row the next sample row, drawn with pr (a dummy greedy
-	// draw for si < 0, whose result nobody reads).
+	// sampleAs makes row the next sample row, drawn with sequence si's
+	// parameters (a dummy greedy draw for si < 0, whose result nobody reads).
 	srow := 0
 	sampleAs := func(row, si int) {
 		host[lay.sampleRows+srow] = int32(row)

@@ -87,9 +87,9 @@ func (d *Device) stepKindOf(p *stepPlan) stepKind {
 			return stepGraphCapture
 		}
 		return stepGraph
-	case p.nPrefill > 0 && p.nDecode > 0:
+	case p.chunkSeqs > 0 && p.oneTokenSeqs > 0:
 		return stepMixed
-	case p.nPrefill > 0:
+	case p.chunkSeqs > 0:
 		return stepPrefill
 	}
 	return stepDecodeEager
