@@ -130,7 +130,7 @@ type Device struct {
 	next      int        // stage the next Submit uses
 	pending   []int      // stages submitted and not yet collected, oldest first
 	prevRow   map[uint64]int
-	graphs    map[int]*decodeGraph
+	graphs    map[graphKey]*decodeGraph
 	retired   []decodeGraph // replaced graphs (spans.go), freed by dropGraphs
 	closed    bool
 	prof      *opProfile
@@ -150,9 +150,14 @@ type Device struct {
 }
 
 // staging is one step's pinned host memory: inputs going up, samples coming
-// down, and the event that marks the samples as arrived.
+// down, and the event that marks the samples as arrived. Each stage has its
+// own device copy of the inputs, so a step's inputs can go up while the
+// previous step (the other stage) still reads its own.
 type staging struct {
+	index  int // in Device.stage
 	in     []int32
+	devIn  devPtr  // the inputs on the device, read by the step's kernels
+	copied uintptr // event: devIn holds this step's inputs
 	out    []int32 // (id, logprob bits) per sampled row, written by the sampler
 	event  uintptr
 	plan   stepPlan
@@ -199,7 +204,7 @@ func New(w *model.Weights, kv device.KVConfig, opts Options) (*Device, error) {
 		return nil, err
 	}
 	g.pdl = !opts.NoPDL
-	d := &Device{g: g, cfg: w.Config, kv: kv, opts: opts, prevRow: map[uint64]int{}, graphs: map[int]*decodeGraph{}, stats: newDeviceStats()}
+	d := &Device{g: g, cfg: w.Config, kv: kv, opts: opts, prevRow: map[uint64]int{}, graphs: map[graphKey]*decodeGraph{}, stats: newDeviceStats()}
 	if err := d.init(w); err != nil {
 		d.closeLocked()
 		return nil, err
@@ -270,7 +275,7 @@ func (d *Device) init(w *model.Weights) error {
 		{&d.act.residual, 4 * N * C}, {&d.act.ln, 2 * N * C}, {&d.act.qkv, 2 * N * 3 * C}, {&d.act.attn, 2 * N * C},
 		{&d.act.fc, 2 * N * 4 * C}, {&d.act.delta, 2 * N * C}, {&d.act.lnf, 2 * M * C}, {&d.act.logits, 4 * M * d.vocabPadded},
 		{&d.act.tileKeys, 4 * M * lmheadKeyStride(d.vocabPadded)},
-		{&d.act.outTok, 4 * M}, {&d.act.inputs, 4 * inWords},
+		{&d.act.outTok, 4 * M},
 		{&d.act.attnPart, 4 * M * c.NumHeads * maxDecodeSplits * (C/c.NumHeads + 2)},
 	} {
 		if *b.p, err = g.drv.memAlloc(b.bytes); err != nil {
@@ -279,8 +284,12 @@ func (d *Device) init(w *model.Weights) error {
 	}
 	for i := range d.stage {
 		st := &d.stage[i]
+		st.index = i
 		if st.inPtr, err = g.drv.hostAlloc(4 * inWords); err != nil {
 			return err
+		}
+		if st.devIn, err = g.drv.memAlloc(4 * inWords); err != nil {
+			return fmt.Errorf("cuda: step inputs: %w", err)
 		}
 		if st.outPtr, st.outDev, err = g.drv.hostAllocMapped(8 * M); err != nil {
 			return err
@@ -288,6 +297,9 @@ func (d *Device) init(w *model.Weights) error {
 		st.in = unsafe.Slice((*int32)(st.inPtr), inWords)
 		st.out = unsafe.Slice((*int32)(st.outPtr), 2*M)
 		if st.event, err = g.drv.eventCreate(eventDisableTiming); err != nil {
+			return err
+		}
+		if st.copied, err = g.drv.eventCreate(eventDisableTiming); err != nil {
 			return err
 		}
 	}
@@ -388,7 +400,7 @@ func (d *Device) Submit(b *device.Batch) error {
 		return err
 	}
 	p := &st.plan
-	if err := g.drv.htodAsync(d.act.inputs, st.inPtr, 4*p.lay.total, g.stream); err != nil {
+	if err := d.uploadInputs(st); err != nil {
 		return err
 	}
 	st.timed = (d.spansOn || d.stats != nil) && st.spanStart != 0
@@ -436,6 +448,22 @@ func (d *Device) Submit(b *device.Batch) error {
 	d.next = (d.next + 1) % len(d.stage)
 	d.stats.submitted(st, start, st.kind, g.blas.plansBuilt-plans0, g.blas.plansTuned-tuned0)
 	return nil
+}
+
+// uploadInputs copies st's inputs to the device on the copy stream and makes
+// the step's stream wait for them. With overlap scheduling the copy runs
+// while the previous step is still on the GPU, instead of between the two
+// steps (~3-4 us at batch 1, NOTES.md). st.devIn is free: the step that used
+// this stage before has been collected.
+func (d *Device) uploadInputs(st *staging) error {
+	drv, g := d.g.drv, d.g
+	if err := drv.htodAsync(st.devIn, st.inPtr, 4*st.plan.lay.total, g.copyStream); err != nil {
+		return err
+	}
+	if err := drv.eventRecord(st.copied, g.copyStream); err != nil {
+		return err
+	}
+	return drv.streamWaitEvent(g.stream, st.copied)
 }
 
 // Collect waits for the oldest submitted step and returns one Sampled per Seq
@@ -502,14 +530,15 @@ func (d *Device) closeLocked() {
 	}
 	d.dropGraphs()
 	for _, p := range []devPtr{d.act.residual, d.act.ln, d.act.qkv, d.act.attn, d.act.fc, d.act.delta, d.act.lnf, d.act.attnPart,
-		d.act.logits, d.act.outTok, d.act.inputs, d.kvBase, d.w.base} {
+		d.act.logits, d.act.outTok, d.kvBase, d.w.base} {
 		g.drv.memFree(p)
 	}
 	d.act, d.kvBase, d.w.base = activations{}, 0, 0
 	for i := range d.stage {
 		g.drv.hostFree(d.stage[i].inPtr)
 		g.drv.hostFree(d.stage[i].outPtr)
-		for _, e := range []uintptr{d.stage[i].event, d.stage[i].spanStart, d.stage[i].spanEnd, d.stage[i].spanSample} {
+		g.drv.memFree(d.stage[i].devIn)
+		for _, e := range []uintptr{d.stage[i].event, d.stage[i].copied, d.stage[i].spanStart, d.stage[i].spanEnd, d.stage[i].spanSample} {
 			if e != 0 {
 				purego.SyscallN(g.drv.cuEventDestroy, e)
 			}

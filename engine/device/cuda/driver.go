@@ -24,7 +24,7 @@ type driver struct {
 	cuMemAlloc, cuMemFree, cuMemHostAlloc, cuMemFreeHost, cuMemHostGetDevicePointer   uintptr
 	cuMemcpyHtoD, cuMemcpyDtoH, cuMemcpyHtoDAsync, cuMemcpyDtoHAsync                  uintptr
 	cuMemcpyDtoDAsync, cuMemsetD8Async, cuMemsetD32Async, cuMemsetD8, cuCtxGetCurrent uintptr
-	cuStreamCreate, cuStreamDestroy, cuStreamSynchronize                              uintptr
+	cuStreamCreate, cuStreamDestroy, cuStreamSynchronize, cuStreamWaitEvent           uintptr
 	cuEventCreate, cuEventDestroy, cuEventRecord, cuEventSynchronize, cuEventQuery    uintptr
 	cuEventElapsedTime, cuEventRecordWithFlags                                        uintptr
 	cuModuleLoadData, cuModuleUnload, cuModuleGetFunction, cuFuncSetAttribute         uintptr
@@ -93,6 +93,7 @@ func loadDriver() (*driver, error) {
 		&d.cuStreamCreate:            {"cuStreamCreate"},
 		&d.cuStreamDestroy:           {"cuStreamDestroy_v2"},
 		&d.cuStreamSynchronize:       {"cuStreamSynchronize"},
+		&d.cuStreamWaitEvent:         {"cuStreamWaitEvent"},
 		&d.cuEventCreate:             {"cuEventCreate"},
 		&d.cuEventDestroy:            {"cuEventDestroy_v2"},
 		&d.cuEventRecord:             {"cuEventRecord"},
@@ -287,6 +288,13 @@ func (d *driver) memsetD8Async(dst devPtr, value byte, count int, s uintptr) err
 func (d *driver) streamSync(s uintptr) error {
 	r, _, _ := purego.SyscallN(d.cuStreamSynchronize, s)
 	return d.check("cuStreamSynchronize", r)
+}
+
+// streamWaitEvent makes work queued on s after this call wait for e's
+// last record, without blocking the host.
+func (d *driver) streamWaitEvent(s, e uintptr) error {
+	r, _, _ := purego.SyscallN(d.cuStreamWaitEvent, s, e, 0)
+	return d.check("cuStreamWaitEvent", r)
 }
 
 func (d *driver) eventCreate(flags int) (uintptr, error) {

@@ -19,15 +19,14 @@ type activations struct {
 	logits   devPtr // (M, Vp) fp32
 	tileKeys devPtr // (M, Vp / 8) uint32: each 8-column tile's largest logit key (lmhead.cu)
 	outTok   devPtr // (M) int32: sampled ids, the previous step's samples for overlap
-	inputs   devPtr // the step's int32 inputs (see layout)
 }
 
-// in returns the device address of a layout region.
-func (d *Device) in(off int) devPtr { return d.act.inputs + devPtr(4*off) }
+// in returns the device address of a layout region of the step's inputs.
+func (p *stepPlan) in(off int) devPtr { return p.inputs + devPtr(4*off) }
 
 // forward enqueues one step's kernels on the stream: the flat list of named
 // ops of llm.c's gpt2_forward, plus the paged-attention and sampling steps.
-// It reads inputs already copied to d.act.inputs and leaves sampled ids and
+// It reads inputs already copied to p.inputs and leaves sampled ids and
 // logprobs in the stage's mapped host memory (ids also in outTok). It is
 // also what a CUDA graph captures.
 func (d *Device) forward(p *stepPlan) error {
@@ -46,7 +45,7 @@ func (d *Device) forward(p *stepPlan) error {
 	pdl := g.pdl
 	g.pdl = false
 	err := g.launch(d.kEncoder, ceilDiv(N*C, 256), 1, 1, 256, 0,
-		argPtr(a.residual), argPtr(d.in(lay.tokens)), argPtr(a.outTok), argPtr(d.in(lay.srcRows)), argPtr(d.in(lay.pos)),
+		argPtr(a.residual), argPtr(p.in(lay.tokens)), argPtr(a.outTok), argPtr(p.in(lay.srcRows)), argPtr(p.in(lay.pos)),
 		argPtr(d.w.wte), argPtr(d.w.wpe), argInt(N), argInt(C))
 	g.pdl = pdl
 	if err != nil {
@@ -82,7 +81,7 @@ func (d *Device) forward(p *stepPlan) error {
 		}
 		if p.nPrefill > 0 {
 			if err := g.launch(d.kKVWrite, ceilDiv(N*C/8, 256), 1, 1, 256, 0,
-				argPtr(kc), argPtr(vc), argPtr(a.qkv), argPtr(d.in(lay.slots)), argInt(N), argInt(NH), argInt(HD), argInt(d.kv.BlockSizeTokens)); err != nil {
+				argPtr(kc), argPtr(vc), argPtr(a.qkv), argPtr(p.in(lay.slots)), argInt(N), argInt(NH), argInt(HD), argInt(d.kv.BlockSizeTokens)); err != nil {
 				return err
 			}
 			if err := d.mark("kv_write"); err != nil {
@@ -97,14 +96,14 @@ func (d *Device) forward(p *stepPlan) error {
 				k = d.kDecodeSplits
 			}
 			if err := g.launch(k, p.nDecode, shape.gridY, shape.gridZ, shape.threads, 0,
-				argPtr(a.attn), argPtr(a.qkv), argPtr(kc), argPtr(vc), argPtr(d.in(lay.blockTables)), argInt(d.maxBlocks),
-				argPtr(d.in(lay.qStart)), argPtr(d.in(lay.ctx)), argPtr(d.in(lay.newFrom)), argPtr(d.in(lay.decSeqs)), argInt(NH), argInt(d.kv.BlockSizeTokens), argF32(scale),
+				argPtr(a.attn), argPtr(a.qkv), argPtr(kc), argPtr(vc), argPtr(p.in(lay.blockTables)), argInt(d.maxBlocks),
+				argPtr(p.in(lay.qStart)), argPtr(p.in(lay.ctx)), argPtr(p.in(lay.newFrom)), argPtr(p.in(lay.decSeqs)), argInt(NH), argInt(d.kv.BlockSizeTokens), argF32(scale),
 				argInt(nsplit), argPtr(a.attnPart)); err != nil {
 				return err
 			}
 			if nsplit > 1 && !d.warpDecode { // the warp kernel merges its splits itself
 				if err := g.launch(d.kCombine, p.nDecode, NH, 1, ceilDiv(HD, 32)*32, 0,
-					argPtr(a.attn), argPtr(a.attnPart), argPtr(d.in(lay.qStart)), argPtr(d.in(lay.decSeqs)), argInt(NH), argInt(HD), argInt(nsplit)); err != nil {
+					argPtr(a.attn), argPtr(a.attnPart), argPtr(p.in(lay.qStart)), argPtr(p.in(lay.decSeqs)), argInt(NH), argInt(HD), argInt(nsplit)); err != nil {
 					return err
 				}
 			}
@@ -114,8 +113,8 @@ func (d *Device) forward(p *stepPlan) error {
 		}
 		if lay.nTiles > 0 {
 			if err := g.launch(d.kPrefill, lay.nTiles, NH, 1, 128, 0, // both prefill kernels use 128 threads
-				argPtr(a.attn), argPtr(a.qkv), argPtr(kc), argPtr(vc), argPtr(d.in(lay.blockTables)), argInt(d.maxBlocks),
-				argPtr(d.in(lay.qStart)), argPtr(d.in(lay.qLen)), argPtr(d.in(lay.ctx)), argPtr(d.in(lay.tileSeq)), argPtr(d.in(lay.tileQ0)),
+				argPtr(a.attn), argPtr(a.qkv), argPtr(kc), argPtr(vc), argPtr(p.in(lay.blockTables)), argInt(d.maxBlocks),
+				argPtr(p.in(lay.qStart)), argPtr(p.in(lay.qLen)), argPtr(p.in(lay.ctx)), argPtr(p.in(lay.tileSeq)), argPtr(p.in(lay.tileQ0)),
 				argInt(NH), argInt(d.kv.BlockSizeTokens), argF32(scale)); err != nil {
 				return err
 			}
@@ -176,7 +175,7 @@ func (d *Device) forward(p *stepPlan) error {
 	tileKeys := devPtr(0) // the sampler scans whole rows unless the LM head wrote tile keys
 	switch {
 	case d.useGemv(M) && d.lmheadOK:
-		if err := d.lmhead(d.in(lay.sampleRows), M); err != nil {
+		if err := d.lmhead(p.in(lay.sampleRows), M); err != nil {
 			return err
 		}
 		tileKeys = a.tileKeys
@@ -185,14 +184,14 @@ func (d *Device) forward(p *stepPlan) error {
 		}
 	case d.useGemv(M):
 		// One SM stays free for the sampler (see lmhead).
-		if err := d.gemvLN(a.logits, d.vocabPadded, a.residual, d.in(lay.sampleRows), d.w.lnfW, d.w.lnfB, d.w.wte, 0, M, d.vocabPadded, gemvOut32, 1); err != nil {
+		if err := d.gemvLN(a.logits, d.vocabPadded, a.residual, p.in(lay.sampleRows), d.w.lnfW, d.w.lnfB, d.w.wte, 0, M, d.vocabPadded, gemvOut32, 1); err != nil {
 			return err
 		}
 		if err := d.mark("gemv_ln_lmhead"); err != nil {
 			return err
 		}
 	default:
-		if err := d.layernorm(a.lnf, a.residual, d.in(lay.sampleRows), d.w.lnfW, d.w.lnfB, M, eps); err != nil {
+		if err := d.layernorm(a.lnf, a.residual, p.in(lay.sampleRows), d.w.lnfW, d.w.lnfB, M, eps); err != nil {
 			return err
 		}
 		if err := d.mark("layernorm_f"); err != nil {
@@ -210,8 +209,8 @@ func (d *Device) forward(p *stepPlan) error {
 	}
 	if err := g.launch(d.kSample, M, 1, 1, 1024, 0,
 		argPtr(a.outTok), argPtr(a.logits), argInt(d.vocabPadded), argInt(d.cfg.VocabSize),
-		argPtr(d.in(lay.temp)), argPtr(d.in(lay.topK)), argPtr(d.in(lay.topP)), argPtr(d.in(lay.seedLo)), argPtr(d.in(lay.seedHi)),
-		argPtr(d.in(lay.index)), argPtr(d.in(lay.banned)), argPtr(d.in(lay.wantLP)), argPtr(tileKeys), argPtr(d.in(lay.hostOut))); err != nil {
+		argPtr(p.in(lay.temp)), argPtr(p.in(lay.topK)), argPtr(p.in(lay.topP)), argPtr(p.in(lay.seedLo)), argPtr(p.in(lay.seedHi)),
+		argPtr(p.in(lay.index)), argPtr(p.in(lay.banned)), argPtr(p.in(lay.wantLP)), argPtr(tileKeys), argPtr(p.in(lay.hostOut))); err != nil {
 		return err
 	}
 	return d.mark("sample")

@@ -22,6 +22,9 @@ type gpu struct {
 	dev    int32
 	ctx    uintptr
 	stream uintptr
+	// copyStream carries each step's inputs up while the step before it
+	// still runs on stream (Device.uploadInputs).
+	copyStream uintptr
 
 	name          string
 	arch          string // "sm_90"
@@ -153,8 +156,10 @@ func openGPU() (*gpu, error) {
 	g.arch = fmt.Sprintf("sm_%d%d", major, minor)
 	g.smCount, _ = d.deviceAttr(g.dev, attrMultiprocessorCount)
 	g.driverVersion, _ = d.version()
-	if err := d.call("cuStreamCreate", d.cuStreamCreate, uintptr(unsafe.Pointer(&g.stream)), streamNonBlocking); err != nil {
-		return nil, err
+	for _, s := range []*uintptr{&g.stream, &g.copyStream} {
+		if err := d.call("cuStreamCreate", d.cuStreamCreate, uintptr(unsafe.Pointer(s)), streamNonBlocking); err != nil {
+			return nil, err
+		}
 	}
 	if g.argArena, err = newCArena(4096); err != nil {
 		return nil, err
@@ -208,6 +213,9 @@ func (g *gpu) close() {
 	defer runtime.UnlockOSThread()
 	_ = g.bind()
 	_ = g.sync()
+	if g.copyStream != 0 {
+		_ = g.drv.streamSync(g.copyStream)
+	}
 	if g.blas != nil {
 		g.blas.close()
 		g.blas = nil
@@ -216,9 +224,11 @@ func (g *gpu) close() {
 		purego.SyscallN(g.drv.cuModuleUnload, m)
 	}
 	g.modules = nil
-	if g.stream != 0 {
-		purego.SyscallN(g.drv.cuStreamDestroy, g.stream)
-		g.stream = 0
+	for _, s := range []*uintptr{&g.stream, &g.copyStream} {
+		if *s != 0 {
+			purego.SyscallN(g.drv.cuStreamDestroy, *s)
+			*s = 0
+		}
 	}
 	if g.argArena != nil {
 		g.argArena.free()

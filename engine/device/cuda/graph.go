@@ -12,7 +12,8 @@ import (
 // purego launch costs ~4-5 µs of host time and a GPT-2 decode step at small
 // batch is only a few hundred µs of GPU work. Inputs live at fixed device
 // addresses (layout depends only on the batch size), so a replay reads the
-// step's fresh inputs copied just before it.
+// step's fresh inputs copied just before it; each stage has its own inputs,
+// so a size has a graph per stage.
 type decodeGraph struct {
 	graph, exec uintptr
 	marks       []string // profile marks captured as event nodes (see opProfile)
@@ -20,6 +21,10 @@ type decodeGraph struct {
 	nodeEvent   uintptr  // the event sampleNode records at the next launch
 	withSample  bool     // captured while graphSample (the node is 0 if none was found)
 }
+
+// graphKey names a captured decode graph: its padded batch size, and the
+// stage whose device inputs (staging.devIn) its kernels read.
+type graphKey struct{ size, stage int }
 
 // graphSizeFor is the smallest captured size >= n, or 0 (run eagerly).
 func (d *Device) graphSizeFor(n int) int {
@@ -34,12 +39,16 @@ func (d *Device) graphSizeFor(n int) int {
 
 // runGraph enqueues a padded decode step: eagerly the first time its size is
 // seen (which builds the cuBLASLt plans outside any capture), captured and
-// launched the second time, launched from then on.
+// launched the first time after that from each stage, launched from then on.
 func (d *Device) runGraph(p *stepPlan) error {
-	gr := d.graphs[p.graphBatch]
+	key := graphKey{p.graphBatch, p.stage}
+	gr := d.graphs[key]
 	if gr == nil {
-		d.graphs[p.graphBatch] = &decodeGraph{}
-		return d.forward(p)
+		gr = &decodeGraph{}
+		d.graphs[key] = gr
+		if !d.graphSizeSeen(key) {
+			return d.forward(p)
+		}
 	}
 	drv, s := d.g.drv, d.g.stream
 	if gr.exec != 0 && !gr.withSample && d.sampleEvent != 0 && d.graphSample {
@@ -91,6 +100,17 @@ func (d *Device) runGraph(p *stepPlan) error {
 		p.used = len(gr.marks)
 	}
 	return drv.check("cuGraphLaunch", r)
+}
+
+// graphSizeSeen reports whether a step of key's size ran from another stage
+// (the plans it needs exist).
+func (d *Device) graphSizeSeen(key graphKey) bool {
+	for k := range d.graphs {
+		if k.size == key.size && k.stage != key.stage {
+			return true
+		}
+	}
+	return false
 }
 
 func (d *Device) dropGraphs() {

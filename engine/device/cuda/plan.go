@@ -47,10 +47,12 @@ func newLayout(nTok, nSeq, nTiles, nSample, maxBlocks int) layout {
 type stepPlan struct {
 	lay        layout
 	nDecode    int
-	nPrefill   int   // tokens of prefill chunks (rows kv_write handles)
-	seqOfRow   []int // sample row -> index in Batch.Seqs, or -1 (a row sampled only because its graph samples every row)
-	rowOfSeq   []int // index in Batch.Seqs -> sample row or -1
-	graphBatch int   // > 0: a padded decode step replayed from the graph of this size
+	nPrefill   int    // tokens of prefill chunks (rows kv_write handles)
+	seqOfRow   []int  // sample row -> index in Batch.Seqs, or -1 (a row sampled only because its graph samples every row)
+	rowOfSeq   []int  // index in Batch.Seqs -> sample row or -1
+	graphBatch int    // > 0: a padded decode step replayed from the graph of this size
+	stage      int    // the staging the inputs came from
+	inputs     devPtr // where they are on the device (that stage's devIn)
 	// What the step computes, however it is laid out (spans name it):
 	// sequences with a prompt chunk of several tokens, and one-token ones.
 	chunkSeqs, oneTokenSeqs int
@@ -109,6 +111,7 @@ func (d *Device) buildPlan(b *device.Batch, st *staging, rows bool, graphSize in
 	}
 	lay := newLayout(nTok, nSeq, nTiles, nSample, d.maxBlocks)
 	p.lay, p.nDecode, p.nPrefill, p.graphBatch = lay, 0, 0, graphSize
+	p.stage, p.inputs = st.index, st.devIn
 	p.chunkSeqs, p.oneTokenSeqs = 0, 0
 	p.seqOfRow, p.rowOfSeq = p.seqOfRow[:0], p.rowOfSeq[:0]
 	if len(host) < lay.total {

@@ -117,8 +117,9 @@ func (d *Device) prewarm() error {
 			if s < 1 || s > d.opts.MaxSeqs || s > d.opts.MaxStepTokens {
 				continue
 			}
-			for range 2 { // eager (plans), then captured and launched
-				if err := d.warmStep(&device.Batch{}, s); err != nil {
+			// Eager (plans), then captured and launched from each stage.
+			for _, stage := range []int{0, 1, 0} {
+				if err := d.warmStep(&device.Batch{}, s, stage); err != nil {
 					return fmt.Errorf("cuda: prewarm decode graph of %d: %w", s, err)
 				}
 			}
@@ -137,14 +138,14 @@ func (d *Device) prewarm() error {
 }
 
 // warmStep runs b (padded to graphSize when > 0, through the graph path)
-// from stage 0 and waits for it: the stage's pinned inputs are rewritten by
-// the next call.
-func (d *Device) warmStep(b *device.Batch, graphSize int) error {
-	st := &d.stage[0]
+// from the given stage and waits for it: the stage's inputs are rewritten
+// by the next call.
+func (d *Device) warmStep(b *device.Batch, graphSize, stage int) error {
+	st := &d.stage[stage]
 	if err := d.buildPlan(b, st, graphSize > 0, graphSize); err != nil {
 		return err
 	}
-	if err := d.g.drv.htodAsync(d.act.inputs, st.inPtr, 4*st.plan.lay.total, d.g.stream); err != nil {
+	if err := d.uploadInputs(st); err != nil {
 		return err
 	}
 	var err error
@@ -176,5 +177,5 @@ func (d *Device) warmMixedStep() error {
 	prefill.Params = sample.Params{Temperature: 0.7, TopK: 50, TopP: 0.9}
 	decode := device.Seq{SeqID: 2, Tokens: []int32{0}, BlockTable: []int32{int32(len(prefill.BlockTable))}, Sample: true, BannedToken: -1,
 		Params: sample.Params{TopP: 1}}
-	return d.warmStep(&device.Batch{Seqs: []device.Seq{prefill, decode}}, 0)
+	return d.warmStep(&device.Batch{Seqs: []device.Seq{prefill, decode}}, 0, 0)
 }

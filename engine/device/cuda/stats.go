@@ -79,10 +79,13 @@ func sinceStart(t time.Time) float64 { return t.Sub(processStart).Seconds() }
 func (d *Device) stepKindOf(p *stepPlan) stepKind {
 	switch {
 	case p.graphBatch > 0:
-		gr := d.graphs[p.graphBatch]
+		key := graphKey{p.graphBatch, p.stage}
+		gr := d.graphs[key]
 		switch {
-		case gr == nil:
+		case gr == nil && !d.graphSizeSeen(key):
 			return stepGraphFirst
+		case gr == nil:
+			return stepGraphCapture
 		case gr.exec == 0:
 			return stepGraphCapture
 		}
