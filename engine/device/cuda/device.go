@@ -525,6 +525,7 @@ func (d *Device) closeLocked() {
 	}
 	_ = g.bind()
 	_ = g.sync()
+	_ = g.drv.streamSync(g.copyStream) // an upload whose step never got queued still writes into a stage's devIn
 	if g.blas != nil {
 		d.stats.report(g.blas)
 	}
