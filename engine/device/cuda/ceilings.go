@@ -9,13 +9,14 @@ import (
 // benchmark's "fraction of peak" columns.
 type Ceilings struct {
 	CopyGBs    float64 // device-to-device copy, bytes read + written per second / 1e9
+	ReadGBs    float64 // a kernel that only reads (ceiling.cu), bytes per second / 1e9
 	GemmTFLOPs float64 // fp16 GEMM with fp32 accumulate through cuBLASLt, 8192^3
 	GPU        string
 	DriverCUDA int // cuDriverGetVersion, e.g. 13000
 }
 
-// MeasureCeilings times a 1 GiB device copy and an 8192^3 fp16 GEMM (median
-// of several runs after a warm-up).
+// MeasureCeilings times a 1 GiB device copy, a 1 GiB read and an 8192^3
+// fp16 GEMM (median of several runs after a warm-up).
 func (d *Device) MeasureCeilings() (Ceilings, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -43,6 +44,18 @@ func (d *Device) MeasureCeilings() (Ceilings, error) {
 		return c, err
 	}
 	c.CopyGBs = 2 * bytes / (ms / 1000) / 1e9
+	// Two 1024-thread blocks per SM with four 16-byte loads each in flight:
+	// far more bytes in flight than the DRAM latency needs.
+	pdl := g.pdl
+	g.pdl = false // a plain launch: timed alone, not overlapping what precedes it
+	ms, err = d.timeMedian(5, func() error {
+		return g.launch(g.kernel("read_bandwidth"), 2*g.smCount, 1, 1, 1024, 0, argPtr(src), uint64(bytes/16), argPtr(dst))
+	})
+	g.pdl = pdl
+	if err != nil {
+		return c, err
+	}
+	c.ReadGBs = bytes / (ms / 1000) / 1e9
 	const n = 8192
 	ms, err = d.timeMedian(5, func() error {
 		return g.blas.gemm(g.stream, dst, dataR16F, n, src, src+n*n*2, 0, n, n, n, epilogueDefault, false)

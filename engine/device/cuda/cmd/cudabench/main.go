@@ -153,6 +153,7 @@ func run(o options) error {
 		return err
 	}
 	record("ceiling: D2D copy (read+write)", fmt.Sprintf("%.0f GB/s", ceil.CopyGBs))
+	record("ceiling: DRAM read (ceiling.cu)", fmt.Sprintf("%.0f GB/s", ceil.ReadGBs))
 	record("ceiling: fp16 GEMM 8192^3 (cuBLASLt)", fmt.Sprintf("%.0f TFLOP/s", ceil.GemmTFLOPs))
 	record("driver CUDA version", strconv.Itoa(ceil.DriverCUDA))
 	for _, b := range o.batches {
