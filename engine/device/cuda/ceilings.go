@@ -135,6 +135,26 @@ func (d *Device) SetKernelVariants(gemvMaxRows, skinnyRows int, blockDecodeAtten
 	})
 }
 
+// SetSkinnyVariant makes gemm_skinny steps use the named kernel of
+// skinnyKernels (GemmChainImpls) at every row count, or the default
+// kernels for "" (A/B measurements), dropping captured graphs.
+func (d *Device) SetSkinnyVariant(name string) error {
+	return d.whenDrained(func() error {
+		d.dropGraphs()
+		d.skinnyVariant = nil
+		if name == "" {
+			return nil
+		}
+		for i := range skinnyKernels {
+			if skinnyKernels[i].name == name {
+				d.skinnyVariant = &skinnyKernels[i]
+				return nil
+			}
+		}
+		return fmt.Errorf("cuda: no gemm_skinny variant %q", name)
+	})
+}
+
 // SetChunkRows sets Options.ChunkRows (0 = default, negative = one-token
 // sequences only) for later steps (A/B measurements).
 func (d *Device) SetChunkRows(n int) {

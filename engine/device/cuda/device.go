@@ -63,8 +63,8 @@ type Options struct {
 	// SkinnyGemmRows: steps of more than GemvMaxRows and at most this many
 	// (<= 128) token rows run the layer projections through the split-K
 	// tensor-core kernel (gemm_skinny.cu) instead of cuBLASLt. 0 = the
-	// default (32: on the H100 it beats cuBLASLt at 32 rows and loses at
-	// 64 and 128), negative = never.
+	// default (32: on the H100 it beats cuBLASLt at 24 and 32 rows and
+	// loses at 48 and above), negative = never.
 	SkinnyGemmRows int
 	// NoPDL launches kernels without programmatic dependent launch (each
 	// kernel then starts only when the previous one has finished): the A/B
@@ -122,7 +122,7 @@ type Device struct {
 	kEncoder, kLayerNorm, kResidualAdd, kKVWrite, kDecode, kDecodeSplits, kCombine, kPrefill, kSample kernel
 	kGemv                                                                                             [2][2][2]kernel // [layernorm][rows > 8][2 column tiles]
 	kLMHead                                                                                           [2]kernel       // [rows > 8], lmhead.cu
-	kSkinny                                                                                           [2]kernel       // gemm_skinny_m32, _m64
+	skinnyVariant                                                                                     *skinnyKernel   // nil: skinnyKernelFor (SetSkinnyVariant)
 	warpDecode, gemvOK, skinnyOK, lmheadOK                                                            bool
 	noFusedResidual, residualTried                                                                    bool
 

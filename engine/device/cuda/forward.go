@@ -383,24 +383,23 @@ func (d *Device) resolveKernels() error {
 	return nil
 }
 
-// resolveSkinny loads gemm_skinny's two variants and, on GPUs with
-// thread-block clusters (compute capability 9+), lets them have the shared
-// memory their pipelines need; elsewhere the projections stay on cuBLASLt.
+// resolveSkinny lets gemm_skinny's kernels have the shared memory their
+// pipelines need on GPUs with thread-block clusters (compute capability
+// 9+); elsewhere the projections stay on cuBLASLt.
 func (d *Device) resolveSkinny(get func(*kernel, string) error) error {
-	for i, name := range []string{"gemm_skinny_m32", "gemm_skinny_m64"} {
-		if err := get(&d.kSkinny[i], name); err != nil {
-			return err
-		}
-	}
 	d.skinnyOK = false
 	if !d.gemvOK || d.g.ccMajor < 9 || d.cfg.Channels%skinnyTileK != 0 {
 		return nil
 	}
-	for i, bm := range []int{32, 64} {
-		if skinnySmem(bm) > d.g.smemOptIn {
+	for _, sk := range skinnyKernels {
+		var k kernel
+		if err := get(&k, sk.name); err != nil {
+			return err
+		}
+		if sk.smem() > d.g.smemOptIn {
 			return nil // too little shared memory: cuBLASLt
 		}
-		if err := d.g.setMaxDynamicSmem(d.kSkinny[i], skinnySmem(bm)); err != nil {
+		if err := d.g.setMaxDynamicSmem(k, sk.smem()); err != nil {
 			return err
 		}
 	}

@@ -107,36 +107,84 @@ const (
 	skinnyThreads   = 128 // SK_THREADS
 )
 
-// skinnyShape is how gemm_skinny covers an (M, oc, K) projection: bm rows
-// per block (32 or 64), S splits of K, smem bytes of dynamic shared memory
-// per block.
-type skinnyShape struct{ bm, splits, smem int }
+// skinnyKernel is one compiled gemm_skinny kernel (a GEMM_SKINNY line of
+// gemm_skinny.cu): bm rows per block, groups k groups of 4 warps, a
+// pipeline of stages k tiles.
+type skinnyKernel struct {
+	name               string
+	bm, groups, stages int
+}
 
-// skinnyShapeFor picks 32-row tiles for at most 32 rows, 64-row tiles
-// otherwise, and as many splits of K as keep the blocks within one per SM:
-// every block then streams the fewest bytes without a second wave. Zero
-// when K is not a multiple of the k tile.
-func skinnyShapeFor(smCount, M, oc, K int) skinnyShape {
+// skinnyKernels are gemm_skinny.cu's kernels: the first two are the
+// defaults for at most 32 rows and above (skinnyKernelFor), the others A/B
+// alternatives (SetSkinnyVariant).
+var skinnyKernels = []skinnyKernel{
+	{"gemm_skinny_m32", 32, 2, skinnyStages},
+	{"gemm_skinny_m64", 64, 2, skinnyStages},
+	{"gemm_skinny_m32_g1", 32, 1, skinnyStages},
+}
+
+// skinnyKernelFor is the default kernel for M rows: 32-row tiles for at
+// most 32 rows, 64-row tiles above.
+func skinnyKernelFor(M int) skinnyKernel {
+	if M <= 32 {
+		return skinnyKernels[0]
+	}
+	return skinnyKernels[1]
+}
+
+// SkinnyKernelNames lists gemm_skinny.cu's kernels, the names
+// SetSkinnyVariant takes.
+func SkinnyKernelNames() []string {
+	var names []string
+	for _, k := range skinnyKernels {
+		names = append(names, k.name)
+	}
+	return names
+}
+
+func (k skinnyKernel) threads() int { return k.groups * skinnyThreads }
+
+// smem is the kernel's dynamic shared memory: its pipeline's stages, which
+// the k groups' sums and the split epilogue's partial tile reuse.
+func (k skinnyKernel) smem() int {
+	stages := k.stages * (k.bm + skinnyTileN) * 2 * skinnyTileK
+	part := k.bm * (skinnyTileN + 4) * 4 // SK_PSTRIDE floats a row
+	warpN := 4
+	if k.bm == 64 {
+		warpN = 2
+	}
+	perWarp := 2 * (skinnyTileN / warpN / 8) * 4 * 32 * 4 // a warp's accumulators
+	return max(stages, part, (k.groups-1)*4*perWarp)
+}
+
+// skinnyShape is how gemm_skinny covers an (M, oc, K) projection: kernel
+// k (bm rows per block) and S splits of K.
+type skinnyShape struct {
+	k      skinnyKernel
+	splits int
+}
+
+// skinnyShapeFor picks skinnyKernelFor(M) (or v, when not nil) and as many splits of K
+// as keep the blocks within one per SM: every block then streams the fewest
+// bytes without a second wave. Zero when K is not a multiple of the k tile.
+func skinnyShapeFor(smCount, M, oc, K int, v *skinnyKernel) skinnyShape {
 	if K%skinnyTileK != 0 || K == 0 || M <= 0 || oc <= 0 {
 		return skinnyShape{}
 	}
-	bm := 64
-	if M <= 32 {
-		bm = 32
+	k := skinnyKernelFor(M)
+	if v != nil {
+		k = *v
 	}
-	tiles := ceilDiv(oc, skinnyTileN) * ceilDiv(M, bm)
+	tiles := ceilDiv(oc, skinnyTileN) * ceilDiv(M, k.bm)
 	S := 1
 	for s := 2; s <= min(maxSkinnySplits, K/skinnyTileK); s++ {
 		if tiles*s <= smCount {
 			S = s
 		}
 	}
-	return skinnyShape{bm: bm, splits: S, smem: skinnySmem(bm)}
+	return skinnyShape{k: k, splits: S}
 }
-
-// skinnySmem is gemm_skinny_m<bm>'s dynamic shared memory: its pipeline's
-// stages (the partial tile of the split epilogue fits in them).
-func skinnySmem(bm int) int { return skinnyStages * (bm + skinnyTileN) * 2 * skinnyTileK }
 
 // useSkinny reports whether the layer projections over rows token rows go
 // through gemm_skinny.cu.
@@ -146,14 +194,14 @@ func (d *Device) useSkinny(rows int) bool {
 
 // skinny: out(rows, oc) = x(rows, K; row stride ldx) @ w^T with the epilogue
 // mode (bias16 for the fp16 modes, bias32 for the residual one).
-func (d *Device) skinny(out devPtr, ldo int, x devPtr, ldx int, w, bias16, bias32 devPtr, rows, K, oc, mode int) error {
-	sh := skinnyShapeFor(d.g.smCount, rows, oc, K)
-	return d.g.skinnyGemm(d.kSkinny[sh.bm/64], sh, out, ldo, x, ldx, w, bias16, bias32, rows, K, oc, mode)
+func (d *Device) skinny(out devPtr, ldo int, x devPtr, ldx int, w, bias16, bias32 devPtr, rows, K, oc int, mode int) error {
+	sh := skinnyShapeFor(d.g.smCount, rows, oc, K, d.skinnyVariant)
+	return d.g.skinnyGemm(d.g.kernel(sh.k.name), sh, out, ldo, x, ldx, w, bias16, bias32, rows, K, oc, mode)
 }
 
-// skinnyGemm launches one gemm_skinny_m<bm> over sh.
+// skinnyGemm launches one gemm_skinny kernel over sh.
 func (g *gpu) skinnyGemm(k kernel, sh skinnyShape, out devPtr, ldo int, x devPtr, ldx int, w, bias16, bias32 devPtr, rows, K, oc, mode int) error {
-	return g.launchCluster(k, ceilDiv(oc, skinnyTileN), sh.splits, ceilDiv(rows, sh.bm), sh.splits, skinnyThreads, sh.smem,
+	return g.launchCluster(k, ceilDiv(oc, skinnyTileN), sh.splits, ceilDiv(rows, sh.k.bm), sh.splits, sh.k.threads(), sh.k.smem(),
 		argPtr(out), argInt(ldo), argPtr(x), argInt(ldx), argPtr(w), argPtr(bias16), argPtr(bias32),
 		argInt(rows), argInt(K), argInt(oc), argInt(mode))
 }

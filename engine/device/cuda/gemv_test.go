@@ -151,12 +151,37 @@ func TestSkinnyGemm(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("M%d_K%d_OC%d_mode%d_bm%d_split%d", c.M, c.K, c.OC, c.mode, c.bm, c.splits), func(t *testing.T) {
 			g := testGPU(t) // binds the context on this subtest's thread
-			sh := skinnyShapeFor(g.smCount, c.M, c.OC, c.K)
+			sh := skinnyShapeFor(g.smCount, c.M, c.OC, c.K, nil)
 			if c.bm != 0 {
-				sh = skinnyShape{bm: c.bm, splits: c.splits, smem: skinnySmem(c.bm)}
+				sh = skinnyShape{k: skinnyKernelFor(c.bm), splits: c.splits}
 			}
 			runSkinnyCase(t, g, r, c.M, c.K, c.OC, c.mode, sh, i%2 == 0)
 		})
+	}
+	// The variants (k groups, shallower pipelines, L2 prefetch of the
+	// tiles that do not fit) over the model's shapes at 128 and 33 rows and
+	// with explicit splits.
+	for _, v := range skinnyKernels[2:] {
+		for i, c := range []struct{ M, K, OC, mode, splits int }{
+			{128, 768, 2304, gemvOut16Bias, 0},
+			{128, 768, 3072, gemvOut16BiasGelu, 0},
+			{128, 768, 768, gemvResidual, 0},
+			{128, 3072, 768, gemvResidual, 0},
+			{33, 3072, 768, gemvResidual, 1}, // 48 k tiles through a shallow pipeline
+			{24, 768, 2304, gemvOut16Bias, 0},
+			{32, 3072, 768, gemvResidual, 0},
+			{97, 320, 99, gemvOut32, 2}, // uneven splits
+		} {
+			t.Run(fmt.Sprintf("%s_M%d_K%d_OC%d_mode%d", v.name, c.M, c.K, c.OC, c.mode), func(t *testing.T) {
+				g := testGPU(t)
+				v := v
+				sh := skinnyShapeFor(g.smCount, c.M, c.OC, c.K, &v)
+				if c.splits != 0 {
+					sh.splits = c.splits
+				}
+				runSkinnyCase(t, g, r, c.M, c.K, c.OC, c.mode, sh, i%2 == 0)
+			})
+		}
 	}
 }
 
@@ -177,8 +202,8 @@ func runSkinnyCase(t *testing.T, g *gpu, r *rand.Rand, M, K, OC, mode int, sh sk
 		copy(init, randn(r, M*ldo, 1))
 		out = upload(t, g, init)
 	}
-	k := g.kernel(fmt.Sprintf("gemm_skinny_m%d", sh.bm))
-	if err := g.setMaxDynamicSmem(k, sh.smem); err != nil {
+	k := g.kernel(sh.k.name)
+	if err := g.setMaxDynamicSmem(k, sh.k.smem()); err != nil {
 		t.Fatal(err)
 	}
 	dx, dW, db16, db32 := upload(t, g, toF16(x)), upload(t, g, toF16(W)), upload(t, g, toF16(bias16)), upload(t, g, bias)

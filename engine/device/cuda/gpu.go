@@ -119,7 +119,7 @@ var kernelNames = []string{
 	"encoder_forward", "layernorm_forward", "residual_add", "gather_rows_f16", "kv_write",
 	"attention_decode_32", "attention_decode_64", "attention_decode_128", "attention_decode_combine",
 	"attention_prefill_32", "attention_prefill_64", "attention_prefill_128", "attention_prefill_mma_64",
-	"sample_rows", "attention_decode_warp_64", "attention_decode_warp_splits_64", "gemm_skinny_m32", "gemm_skinny_m64",
+	"sample_rows", "attention_decode_warp_64", "attention_decode_warp_splits_64",
 	"read_bandwidth",
 }
 
@@ -186,7 +186,7 @@ func openGPU() (*gpu, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := g.loadModules(cubins, append(append(append([]string{}, kernelNames...), gemvKernelNames()...), lmheadKernelNames()...)); err != nil {
+	if err := g.loadModules(cubins, append(append(append(append([]string{}, kernelNames...), gemvKernelNames()...), lmheadKernelNames()...), SkinnyKernelNames()...)); err != nil {
 		return nil, err
 	}
 	if g.blas, err = loadBlasLt(d); err != nil {

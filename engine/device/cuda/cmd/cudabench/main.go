@@ -274,11 +274,18 @@ var decodeVariants = []variant{
 	{"graph, gemv LM head, full-row sampler", setVariant(config{noTiledLMHead: true})},
 }
 
+func init() {
+	for _, impl := range cuda.SkinnyKernelNames() {
+		decodeVariants = append(decodeVariants, variant{"graph, " + impl + " up to 128 rows", setVariant(config{skinnyRows: 128, skinnyVariant: impl})})
+	}
+}
+
 // config is a decode-path configuration; the zero value is the default.
 // gemvRows and skinnyRows as cuda.Options.GemvMaxRows and SkinnyGemmRows.
 type config struct {
 	noGraph, blockDecode, noPDL, noTiledLMHead bool
 	gemvRows, skinnyRows                       int
+	skinnyVariant                              string // a gemm_skinny variant kernel, "" the defaults
 }
 
 func setVariant(c config) func(d *cuda.Device) error {
@@ -288,6 +295,9 @@ func setVariant(c config) func(d *cuda.Device) error {
 			return err
 		}
 		if err := d.SetTiledLMHead(!c.noTiledLMHead); err != nil {
+			return err
+		}
+		if err := d.SetSkinnyVariant(c.skinnyVariant); err != nil {
 			return err
 		}
 		return d.SetKernelVariants(c.gemvRows, c.skinnyRows, c.blockDecode)
