@@ -8,6 +8,7 @@
 #   bash engine/device/cuda/gpu_check.sh [all|test|bench|ncu] [extra cudabench flags]
 #   GPU_TEST_RUN=Sampler bash engine/device/cuda/gpu_check.sh test   # a subset of tests
 #   GPU_NCU_BATCHES=1,128 (default) picks the batch sizes ncu profiles; GPU_NCU=0 skips it in "all".
+#   GPU_CHAIN_ROWS=32,128 (default) picks the row counts of the projection diagnostics (cudabench -gemm-chain).
 set -uo pipefail
 mode=${1:-all}
 shift || true
@@ -79,6 +80,8 @@ if [ "$mode" = all ] || [ "$mode" = bench ]; then
 	"$bin/cudabench" "$@" >"$out/bench.log" 2>&1
 	bench_rc=$?
 	grep -v '^|' "$out/bench.log" | tail -80
+	"$bin/cudabench" -gemm-chain "${GPU_CHAIN_ROWS:-32,128}" >"$out/chain.log" 2>&1 || bench_rc=$?
+	grep -E '^(L2 broadcast|launch cost)' "$out/chain.log"
 fi
 
 echo
@@ -93,5 +96,6 @@ fi
 if [ "$mode" = all ] || [ "$mode" = bench ]; then
 	echo "bench: exit $bench_rc"
 	grep '^|' "$out/bench.log"
+	grep '^| projections' "$out/chain.log"
 fi
 [ "$test_rc" = 0 ] && [ "$bench_rc" = 0 ]

@@ -32,6 +32,7 @@ type options struct {
 	maxStepTokens         int
 	skipOffline, skipProf bool
 	ncuBatches            string
+	gemmChain             string
 	sampling              string
 	variants              map[string]bool     // decode variants to time (nil: all)
 	profileHook           func(on bool) error // decodeStep: around the timed steps (ncu)
@@ -53,6 +54,7 @@ func main() {
 	flag.BoolVar(&o.skipProf, "skip-profile", false, "skip the per-op table")
 	flag.StringVar(&o.ncuBatches, "ncu-batches", "", "only run one profiled decode step per batch size (for ncu --profile-from-start off)")
 	flag.StringVar(&o.sampling, "sampling", "T0.7/p0.9/k50", "sampling of every step: T0.7/p0.9/k50 or greedy")
+	flag.StringVar(&o.gemmChain, "gemm-chain", "", "only run the projection diagnostics at these row counts (e.g. 64,128)")
 	variants := flag.String("variants", "", "semicolon-separated decode variants to time, e.g. 'graph;graph, no PDL' (default all)")
 	flag.Parse()
 	if *variants != "" {
@@ -146,6 +148,13 @@ func run(o options) error {
 			return err
 		}
 		return ncuSteps(d, r, o, params, alloc, nb)
+	}
+	if o.gemmChain != "" {
+		nr, err := parseBatches(o.gemmChain)
+		if err != nil {
+			return err
+		}
+		return gemmChain(d, nr)
 	}
 	defer printTable(d)
 	ceil, err := d.MeasureCeilings()
@@ -569,4 +578,42 @@ func randTokens(r *rand.Rand, n int) []int32 {
 		t[i] = int32(r.IntN(50000))
 	}
 	return t
+}
+
+// gemmChain prints the projection diagnostics: L2's per-SM feed rate for a
+// matrix every block reads, the cost of a launch of a projection's shape in
+// a graph, and the layer projections back to back through each
+// implementation at each row count.
+func gemmChain(d *cuda.Device, rowCounts []int) error {
+	for _, blocks := range []int{72, 132} {
+		for _, kb := range []int{96, 192, 768} {
+			gbs, err := d.L2BroadcastGBs(blocks, kb*1024)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("L2 broadcast: %d blocks each reading the same %d KiB: %.1f GB/s per block (%.0f GB/s in all)\n", blocks, kb, gbs, gbs*float64(blocks))
+		}
+	}
+	for _, smem := range []int{0, 64 << 10, 196 << 10} {
+		for _, ln := range []bool{false, true} {
+			us, err := d.LaunchCost(72, smem, 128, ln)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("launch cost in a graph: 72 blocks x 128 threads, %d KiB shared memory, after a LayerNorm (128 rows) %v: %.2f us\n", smem>>10, ln, us)
+		}
+	}
+	for _, rows := range rowCounts {
+		for _, ln := range []bool{false, true} {
+			for _, impl := range cuda.GemmChainImpls() {
+				us, diff, err := d.GemmChain(rows, impl, ln)
+				if err != nil {
+					return fmt.Errorf("gemm chain %s, %d rows: %w", impl, rows, err)
+				}
+				record(fmt.Sprintf("projections back to back, %d rows, LayerNorm kernels %v, %s", rows, ln, impl), fmt.Sprintf("%.2f us per projection (rel diff from cuBLASLt %.1e)", us, diff))
+			}
+		}
+	}
+	printTable(d)
+	return nil
 }

@@ -1,0 +1,46 @@
+package cuda
+
+import (
+	"testing"
+
+	"github.com/roseinfer/roseinfer/engine/model"
+)
+
+// TestGemmChain runs the projection diagnostics on a small model: every
+// implementation's chain of projections ends where cuBLASLt's does (a
+// kernel that lost a split or a k group would not), with and without the
+// LayerNorm kernels; the timings are positive; an unknown implementation
+// and a row count the small-batch kernels own are errors.
+func TestGemmChain(t *testing.T) {
+	w, err := model.InitRandom(smallConfig, 51)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newTestDevice(t, w, Options{MaxStepTokens: 256, MaxSeqs: 64})
+	if !d.skinnyOK {
+		t.Skipf("%s: gemm_skinny needs thread-block clusters", d.GPUName())
+	}
+	for _, impl := range GemmChainImpls() {
+		for _, rows := range []int{24, 100} {
+			us, diff, err := d.GemmChain(rows, impl, rows == 100)
+			if err != nil {
+				t.Fatalf("%s, %d rows: %v", impl, rows, err)
+			}
+			if us <= 0 || diff > 1e-3 {
+				t.Errorf("%s, %d rows: %.2f us a projection, rel diff from cuBLASLt %.1e", impl, rows, us, diff)
+			}
+		}
+	}
+	if _, _, err := d.GemmChain(24, "no-such-kernel", false); err == nil {
+		t.Error("an unknown implementation ran")
+	}
+	if _, _, err := d.GemmChain(8, "cublaslt", false); err == nil {
+		t.Error("a chain of 8 rows (the GEMV kernels' range) ran")
+	}
+	if us, err := d.LaunchCost(8, 64<<10, 24, true); err != nil || us <= 0 {
+		t.Errorf("launch cost %.2f us, %v", us, err)
+	}
+	if gbs, err := d.L2BroadcastGBs(4, 64<<10); err != nil || gbs <= 0 {
+		t.Errorf("L2 broadcast %.1f GB/s, %v", gbs, err)
+	}
+}
