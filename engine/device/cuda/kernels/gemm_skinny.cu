@@ -193,28 +193,23 @@ __device__ __forceinline__ void gemm_skinny_impl(void* out, int ldo, const half_
         asm volatile("cp.async.wait_all;" ::: "memory");
         __syncthreads();
         float* sums = (float*)sk_smem;  // [KG - 1][4 warps][2 * NT * 4][32 lanes]
-        constexpr int PER = 2 * NT * 4;
-        if (kg > 0) {
+        // sum_of: group grp's (>= 1) slot for this lane's accumulator (mt, t, e).
+        auto sum_of = [&](int grp, int mt, int t, int e) -> float& {
+            return sums[(((grp - 1) * 4 + warp) * 2 * NT * 4 + (mt * NT + t) * 4 + e) * 32 + lane];
+        };
+        auto each_acc = [&](auto f) {
 #pragma unroll
             for (int mt = 0; mt < 2; mt++)
 #pragma unroll
                 for (int t = 0; t < NT; t++)
 #pragma unroll
-                    for (int e = 0; e < 4; e++)
-                        sums[(((kg - 1) * 4 + warp) * PER + (mt * NT + t) * 4 + e) * 32 + lane] = acc[mt][t][e];
-        }
+                    for (int e = 0; e < 4; e++) f(mt, t, e);
+        };
+        if (kg > 0) each_acc([&](int mt, int t, int e) { sum_of(kg, mt, t, e) = acc[mt][t][e]; });
         __syncthreads();
-        if (kg == 0) {
+        if (kg == 0)
 #pragma unroll
-            for (int o = 1; o < KG; o++)
-#pragma unroll
-                for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-                    for (int t = 0; t < NT; t++)
-#pragma unroll
-                        for (int e = 0; e < 4; e++)
-                            acc[mt][t][e] += sums[(((o - 1) * 4 + warp) * PER + (mt * NT + t) * 4 + e) * 32 + lane];
-        }
+            for (int o = 1; o < KG; o++) each_acc([&](int mt, int t, int e) { acc[mt][t][e] += sum_of(o, mt, t, e); });
         __syncthreads();  // sums are read before the partial tile reuses the memory
         if (kg > 0 && S == 1) return;
     }
