@@ -165,9 +165,10 @@ type skinnyShape struct {
 	splits int
 }
 
-// skinnyShapeFor picks skinnyKernelFor(M) (or v, when not nil) and as many splits of K
-// as keep the blocks within one per SM: every block then streams the fewest
-// bytes without a second wave. Zero when K is not a multiple of the k tile.
+// skinnyShapeFor picks skinnyKernelFor(M) (or v, when not nil) and as many
+// splits of K as keep the blocks within one per SM: every block then streams
+// the fewest bytes without a second wave. Zero when K is not a multiple of
+// the k tile.
 func skinnyShapeFor(smCount, M, oc, K int, v *skinnyKernel) skinnyShape {
 	if K%skinnyTileK != 0 || K == 0 || M <= 0 || oc <= 0 {
 		return skinnyShape{}
@@ -194,7 +195,7 @@ func (d *Device) useSkinny(rows int) bool {
 
 // skinny: out(rows, oc) = x(rows, K; row stride ldx) @ w^T with the epilogue
 // mode (bias16 for the fp16 modes, bias32 for the residual one).
-func (d *Device) skinny(out devPtr, ldo int, x devPtr, ldx int, w, bias16, bias32 devPtr, rows, K, oc int, mode int) error {
+func (d *Device) skinny(out devPtr, ldo int, x devPtr, ldx int, w, bias16, bias32 devPtr, rows, K, oc, mode int) error {
 	sh := skinnyShapeFor(d.g.smCount, rows, oc, K, d.skinnyVariant)
 	return d.g.skinnyGemm(d.g.kernel(sh.k.name), sh, out, ldo, x, ldx, w, bias16, bias32, rows, K, oc, mode)
 }
