@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
-	"sort"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -162,46 +161,20 @@ func (d *Device) projectionChain(rows int, ln bool) error {
 }
 
 // timeGraph captures enqueue into a CUDA graph and returns the median of
-// 20 timed replays (after 3 untimed) in milliseconds. enqueue must have
-// run eagerly before, so that cuBLASLt's plans exist outside the capture.
+// 20 timed replays (after an untimed one) in milliseconds. enqueue must
+// have run eagerly before, so that cuBLASLt's plans exist outside the
+// capture.
 func (d *Device) timeGraph(enqueue func() error) (float64, error) {
-	drv, s := d.g.drv, d.g.stream
-	if err := drv.call("cuStreamBeginCapture_v2", drv.cuStreamBeginCapture, s, captureModeThreadLoc); err != nil {
-		return 0, err
+	graph, exec, err := d.g.capture(enqueue)
+	if err != nil {
+		return 0, fmt.Errorf("cuda: capturing a timing graph: %w", err)
 	}
-	eerr := enqueue()
-	var graph uintptr
-	cerr := drv.call("cuStreamEndCapture", drv.cuStreamEndCapture, s, uintptr(unsafe.Pointer(&graph)))
-	if graph != 0 {
-		defer purego.SyscallN(drv.cuGraphDestroy, graph)
-	}
-	if eerr != nil || cerr != nil {
-		return 0, fmt.Errorf("cuda: capturing a timing graph: %v / %v", eerr, cerr)
-	}
-	var exec uintptr
-	if err := drv.call("cuGraphInstantiateWithFlags", drv.cuGraphInstantiate, uintptr(unsafe.Pointer(&exec)), graph, graphInstantiateFlags); err != nil {
-		return 0, err
-	}
-	defer purego.SyscallN(drv.cuGraphExecDestroy, exec)
-	replay := func() error {
-		r, _, _ := purego.SyscallN(drv.cuGraphLaunch, exec, s)
+	defer d.destroyGraph(&decodeGraph{graph: graph, exec: exec})
+	drv := d.g.drv
+	return d.timeMedian(20, func() error {
+		r, _, _ := purego.SyscallN(drv.cuGraphLaunch, exec, d.g.stream)
 		return drv.check("cuGraphLaunch", r)
-	}
-	for i := 0; i < 3; i++ {
-		if err := replay(); err != nil {
-			return 0, err
-		}
-	}
-	var times []float64
-	for i := 0; i < 20; i++ {
-		ms, err := d.timeMedian(1, replay)
-		if err != nil {
-			return 0, err
-		}
-		times = append(times, ms)
-	}
-	sort.Float64s(times)
-	return times[len(times)/2], nil
+	})
 }
 
 // LaunchCost times a CUDA graph of 48 empty_pdl launches of blocks blocks

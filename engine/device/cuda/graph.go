@@ -59,28 +59,18 @@ func (d *Device) runGraph(p *stepPlan) error {
 		*gr = decodeGraph{}
 	}
 	if gr.exec == 0 {
-		if err := drv.call("cuStreamBeginCapture_v2", drv.cuStreamBeginCapture, s, captureModeThreadLoc); err != nil {
-			return err
-		}
-		d.capturing = true
-		ferr := d.forward(p)
-		d.capturing = false
-		if d.prof != nil {
-			gr.marks = append([]string{}, d.prof.names[:d.prof.used]...)
-			d.prof.used = 0 // recorded by replays, not by the capture
-		}
-		var graph uintptr
-		cerr := drv.call("cuStreamEndCapture", drv.cuStreamEndCapture, s, uintptr(unsafe.Pointer(&graph)))
-		if ferr != nil || cerr != nil {
-			if graph != 0 {
-				purego.SyscallN(drv.cuGraphDestroy, graph)
+		graph, exec, err := d.g.capture(func() error {
+			d.capturing = true
+			ferr := d.forward(p)
+			d.capturing = false
+			if d.prof != nil {
+				gr.marks = append([]string{}, d.prof.names[:d.prof.used]...)
+				d.prof.used = 0 // recorded by replays, not by the capture
 			}
-			return fmt.Errorf("cuda: capturing decode graph of batch %d: %v / %v", p.graphBatch, ferr, cerr)
-		}
-		var exec uintptr
-		if err := drv.call("cuGraphInstantiateWithFlags", drv.cuGraphInstantiate, uintptr(unsafe.Pointer(&exec)), graph, graphInstantiateFlags); err != nil {
-			purego.SyscallN(drv.cuGraphDestroy, graph)
-			return err
+			return ferr
+		})
+		if err != nil {
+			return fmt.Errorf("cuda: capturing decode graph of batch %d: %w", p.graphBatch, err)
 		}
 		gr.graph, gr.exec = graph, exec
 		if d.graphSample {
@@ -133,4 +123,26 @@ func (d *Device) destroyGraph(gr *decodeGraph) {
 		purego.SyscallN(d.g.drv.cuGraphDestroy, gr.graph)
 	}
 	*gr = decodeGraph{}
+}
+
+// capture records what enqueue puts on the stream as a CUDA graph and
+// instantiates it; the caller destroys both (destroyGraph).
+func (g *gpu) capture(enqueue func() error) (graph, exec uintptr, err error) {
+	drv, s := g.drv, g.stream
+	if err := drv.call("cuStreamBeginCapture_v2", drv.cuStreamBeginCapture, s, captureModeThreadLoc); err != nil {
+		return 0, 0, err
+	}
+	eerr := enqueue()
+	cerr := drv.call("cuStreamEndCapture", drv.cuStreamEndCapture, s, uintptr(unsafe.Pointer(&graph)))
+	if eerr != nil || cerr != nil {
+		if graph != 0 {
+			purego.SyscallN(drv.cuGraphDestroy, graph)
+		}
+		return 0, 0, fmt.Errorf("%v / %v", eerr, cerr)
+	}
+	if err := drv.call("cuGraphInstantiateWithFlags", drv.cuGraphInstantiate, uintptr(unsafe.Pointer(&exec)), graph, graphInstantiateFlags); err != nil {
+		purego.SyscallN(drv.cuGraphDestroy, graph)
+		return 0, 0, err
+	}
+	return graph, exec, nil
 }
