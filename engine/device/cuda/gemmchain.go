@@ -25,10 +25,12 @@ func GemmChainImpls() []string {
 // GemmChain times a CUDA graph of the model's layer projections (qkv,
 // attproj, fc, fcproj per layer; with ln, the two LayerNorm kernels too)
 // over rows token rows through impl, from a fixed random residual stream
-// and attention output. It returns the graph's median replay time per
+// and attention output. With oneLayer every layer uses layer 0's weights,
+// which then come from L2 (14 MB for GPT-2 124M): what the projections
+// would cost if DRAM latency were out of the way. It returns the graph's median replay time per
 // projection in microseconds, and the relative difference of the final
 // residual stream from cuBLASLt's (a wrong kernel shows as a large one).
-func (d *Device) GemmChain(rows int, impl string, ln bool) (usPerGemm, relDiff float64, err error) {
+func (d *Device) GemmChain(rows int, impl string, ln, oneLayer bool) (usPerGemm, relDiff float64, err error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := d.g.bind(); err != nil {
@@ -65,7 +67,7 @@ func (d *Device) GemmChain(rows int, impl string, ln bool) (usPerGemm, relDiff f
 		if err := d.g.drv.htod(d.act.ln, unsafe.Pointer(&attn[0]), 2*len(attn)); err != nil {
 			return nil, err
 		}
-		if err := d.projectionChain(rows, ln); err != nil {
+		if err := d.projectionChain(rows, ln, oneLayer); err != nil {
 			return nil, err
 		}
 		out := make([]float32, rows*C)
@@ -88,7 +90,7 @@ func (d *Device) GemmChain(rows int, impl string, ln bool) (usPerGemm, relDiff f
 		num, den = num+e*e, den+float64(ref[i])*float64(ref[i])
 	}
 	relDiff = math.Sqrt(num / max(den, 1e-30))
-	ms, err := d.timeGraph(func() error { return d.projectionChain(rows, ln) })
+	ms, err := d.timeGraph(func() error { return d.projectionChain(rows, ln, oneLayer) })
 	if err != nil {
 		return 0, 0, err
 	}
@@ -124,14 +126,18 @@ func (d *Device) selectProjections(impl string) error {
 
 // projectionChain enqueues the layer projections of a step of rows rows as
 // forward does, without attention: its first kernel follows a copy, not a
-// kernel, so it launches without programmatic dependent launch.
-func (d *Device) projectionChain(rows int, ln bool) error {
+// kernel, so it launches without programmatic dependent launch. oneLayer:
+// every layer with layer 0's weights.
+func (d *Device) projectionChain(rows int, ln, oneLayer bool) error {
 	a, C, eps := &d.act, d.cfg.Channels, d.cfg.LayerNormEpsilon
 	pdl := d.g.pdl
 	defer func() { d.g.pdl = pdl }()
 	d.g.pdl = false
 	for l := range d.w.layers {
 		w := &d.w.layers[l]
+		if oneLayer {
+			w = &d.w.layers[0]
+		}
 		if ln {
 			if err := d.layernorm(a.ln, a.residual, 0, w.ln1W, w.ln1B, rows, eps); err != nil {
 				return err

@@ -9,7 +9,8 @@ import (
 // TestGemmChain runs the projection diagnostics on a small model: every
 // implementation's chain of projections ends where cuBLASLt's does (a
 // kernel that lost a split or a k group would not), with and without the
-// LayerNorm kernels; the timings are positive; an unknown implementation
+// LayerNorm kernels, with every layer's weights or layer 0's in each; the
+// timings are positive; an unknown implementation
 // and a row count the small-batch kernels own are errors.
 func TestGemmChain(t *testing.T) {
 	w, err := model.InitRandom(smallConfig, 51)
@@ -22,19 +23,21 @@ func TestGemmChain(t *testing.T) {
 	}
 	for _, impl := range GemmChainImpls() {
 		for _, rows := range []int{24, 100} {
-			us, diff, err := d.GemmChain(rows, impl, rows == 100)
-			if err != nil {
-				t.Fatalf("%s, %d rows: %v", impl, rows, err)
-			}
-			if us <= 0 || diff > 1e-3 {
-				t.Errorf("%s, %d rows: %.2f us a projection, rel diff from cuBLASLt %.1e", impl, rows, us, diff)
+			for _, oneLayer := range []bool{false, true} {
+				us, diff, err := d.GemmChain(rows, impl, rows == 100, oneLayer)
+				if err != nil {
+					t.Fatalf("%s, %d rows, one layer %v: %v", impl, rows, oneLayer, err)
+				}
+				if us <= 0 || diff > 1e-3 {
+					t.Errorf("%s, %d rows, one layer %v: %.2f us a projection, rel diff from cuBLASLt %.1e", impl, rows, oneLayer, us, diff)
+				}
 			}
 		}
 	}
-	if _, _, err := d.GemmChain(24, "no-such-kernel", false); err == nil {
+	if _, _, err := d.GemmChain(24, "no-such-kernel", false, false); err == nil {
 		t.Error("an unknown implementation ran")
 	}
-	if _, _, err := d.GemmChain(8, "cublaslt", false); err == nil {
+	if _, _, err := d.GemmChain(8, "cublaslt", false, false); err == nil {
 		t.Error("a chain of 8 rows (the GEMV kernels' range) ran")
 	}
 	if us, err := d.LaunchCost(8, 64<<10, 24, true); err != nil || us <= 0 {

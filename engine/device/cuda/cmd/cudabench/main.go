@@ -604,9 +604,16 @@ func gemmChain(d *cuda.Device, rowCounts []int) error {
 		}
 	}
 	for _, rows := range rowCounts {
+		for _, impl := range []string{"cublaslt", "skinny"} {
+			us, _, err := d.GemmChain(rows, impl, true, true)
+			if err != nil {
+				return fmt.Errorf("gemm chain %s, %d rows, one layer's weights: %w", impl, rows, err)
+			}
+			record(fmt.Sprintf("projections back to back, %d rows, LayerNorm kernels true, %s, layer 0's weights every layer (L2-resident)", rows, impl), fmt.Sprintf("%.2f us per projection", us))
+		}
 		for _, ln := range []bool{false, true} {
 			for _, impl := range cuda.GemmChainImpls() {
-				us, diff, err := d.GemmChain(rows, impl, ln)
+				us, diff, err := d.GemmChain(rows, impl, ln, false)
 				if err != nil {
 					return fmt.Errorf("gemm chain %s, %d rows: %w", impl, rows, err)
 				}
