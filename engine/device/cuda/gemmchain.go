@@ -184,11 +184,12 @@ func (d *Device) timeGraph(enqueue func() error) (float64, error) {
 }
 
 // LaunchCost times a CUDA graph of 48 empty_pdl launches of blocks blocks
-// of 128 threads with smem bytes of dynamic shared memory each, every one
-// preceded by a LayerNorm kernel over rows rows when withLN (the kernels
-// around a projection in a step), and returns microseconds per pair (or
-// per launch).
-func (d *Device) LaunchCost(blocks, smem, rows int, withLN bool) (float64, error) {
+// of 128 threads with smem bytes of dynamic shared memory each, in
+// thread-block clusters of 1 x cluster blocks when cluster > 1 (the grid is
+// then blocks x cluster), every one preceded by a LayerNorm kernel over rows
+// rows when withLN (the kernels around a projection in a step), and returns
+// microseconds per pair (or per launch).
+func (d *Device) LaunchCost(blocks, cluster, smem, rows int, withLN bool) (float64, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := d.g.bind(); err != nil {
@@ -206,7 +207,13 @@ func (d *Device) LaunchCost(blocks, smem, rows int, withLN bool) (float64, error
 					return err
 				}
 			}
-			if err := d.g.launch(k, blocks, 1, 1, 128, smem, argInt(0)); err != nil {
+			var err error
+			if cluster > 1 {
+				err = d.g.launchCluster(k, blocks, cluster, 1, cluster, 128, smem, argInt(0))
+			} else {
+				err = d.g.launch(k, blocks, 1, 1, 128, smem, argInt(0))
+			}
+			if err != nil {
 				return err
 			}
 		}

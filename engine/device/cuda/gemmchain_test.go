@@ -40,8 +40,10 @@ func TestGemmChain(t *testing.T) {
 	if _, _, err := d.GemmChain(8, "cublaslt", false, false); err == nil {
 		t.Error("a chain of 8 rows (the GEMV kernels' range) ran")
 	}
-	if us, err := d.LaunchCost(8, 64<<10, 24, true); err != nil || us <= 0 {
-		t.Errorf("launch cost %.2f us, %v", us, err)
+	for _, cluster := range []int{1, 4} {
+		if us, err := d.LaunchCost(8, cluster, 64<<10, 24, true); err != nil || us <= 0 {
+			t.Errorf("launch cost, clusters of %d: %.2f us, %v", cluster, us, err)
+		}
 	}
 	if gbs, err := d.L2BroadcastGBs(4, 64<<10); err != nil || gbs <= 0 {
 		t.Errorf("L2 broadcast %.1f GB/s, %v", gbs, err)

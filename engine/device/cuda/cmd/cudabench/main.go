@@ -596,11 +596,25 @@ func gemmChain(d *cuda.Device, rowCounts []int) error {
 	}
 	for _, smem := range []int{0, 64 << 10, 196 << 10} {
 		for _, ln := range []bool{false, true} {
-			us, err := d.LaunchCost(72, smem, 128, ln)
+			us, err := d.LaunchCost(72, 1, smem, 128, ln)
 			if err != nil {
 				return err
 			}
 			fmt.Printf("launch cost in a graph: 72 blocks x 128 threads, %d KiB shared memory, after a LayerNorm (128 rows) %v: %.2f us\n", smem>>10, ln, us)
+		}
+	}
+	for _, cluster := range []int{2, 4, 8} {
+		for _, smem := range []int{0, 196 << 10} {
+			us, err := d.LaunchCost(36, cluster, smem, 128, false)
+			if err != nil {
+				return err
+			}
+			plain, err := d.LaunchCost(36*cluster, 1, smem, 128, false)
+			if err != nil {
+				return err
+			}
+			record(fmt.Sprintf("launch cost in a graph: 36 clusters of %d blocks x 128 threads, %d KiB shared memory", cluster, smem>>10),
+				fmt.Sprintf("%.2f us (the same %d blocks without clusters %.2f us)", us, 36*cluster, plain))
 		}
 	}
 	for _, rows := range rowCounts {
