@@ -173,6 +173,17 @@ func (d *Device) SetTiledLMHead(on bool) error {
 	})
 }
 
+// SetDecodeWarpsPerSM sets Options.DecodeWarpsPerSM (0 = the default,
+// negative = never) for later steps, dropping captured graphs.
+func (d *Device) SetDecodeWarpsPerSM(w int) error {
+	return d.whenDrained(func() error {
+		d.dropGraphs()
+		d.opts.DecodeWarpsPerSM = w
+		d.opts = withDefaults(d.opts)
+		return nil
+	})
+}
+
 // ProfilerRange starts (on) or stops the collection of an attached profiler
 // such as Nsight Compute run with --profile-from-start off, after the stream
 // drains, so exactly the steps in between are profiled.

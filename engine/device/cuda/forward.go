@@ -89,10 +89,13 @@ func (d *Device) forward(p *stepPlan) error {
 			}
 		}
 		if p.nDecode > 0 {
-			nsplit := d.decodeSplits(p.nDecode)
+			nsplit, r4 := d.decodeSplits(p.nDecode)
 			k := d.kDecode
 			shape := decodeShape(d.warpDecode, NH, nsplit)
-			if shape.splitsKernel {
+			switch {
+			case r4:
+				k = d.kDecodeSplitsR4
+			case shape.splitsKernel:
 				k = d.kDecodeSplits
 			}
 			if err := g.launch(k, p.nDecode, shape.gridY, shape.gridZ, shape.threads, 0,
@@ -272,18 +275,26 @@ func (d *Device) projection(out devPtr, ldo int, inp, w, bias16 devPtr, N, K, oc
 // decodeSplits is how many key slices each (sequence, head) of a decode step
 // is split into: enough blocks to give every SM four (block kernel) or
 // enough warps to give every SM eight (warp kernel), at most
-// maxDecodeSplits. It depends on the batch size only, so a captured graph
-// stays valid.
-func (d *Device) decodeSplits(nDecode int) int {
+// maxDecodeSplits. Where that is 4 or fewer and Options.DecodeWarpsPerSM is
+// set, up to 4 splits that give every SM that many warps, run by the
+// 80-register kernel (r4). It depends on the batch size only, so a captured
+// graph stays valid.
+func (d *Device) decodeSplits(nDecode int) (nsplit int, r4 bool) {
 	units := nDecode * d.cfg.NumHeads
 	target := 4 * d.g.smCount
 	if d.warpDecode {
 		target = 8 * d.g.smCount
 	}
-	if units >= target {
-		return 1
+	nsplit = 1
+	if units < target {
+		nsplit = min(maxDecodeSplits, ceilDiv(target, units))
 	}
-	return min(maxDecodeSplits, ceilDiv(target, units))
+	if w := d.opts.DecodeWarpsPerSM; d.warpDecode && w > 0 && nsplit <= r4MaxSplits && units > 0 {
+		if n := min(r4MaxSplits, w*d.g.smCount/units); n >= 2 && n >= nsplit {
+			return n, true
+		}
+	}
+	return nsplit, false
 }
 
 // decodeLaunch is how one decode-attention launch covers its (sequence,
@@ -310,6 +321,7 @@ func decodeShape(warp bool, NH, nsplit int) decodeLaunch {
 }
 
 const (
+	r4MaxSplits     = 4  // attention_decode_warp_splits_r4_64: at most 128 threads a block
 	maxDecodeSplits = 16 // AW_MAX_SPLITS in attention_warp.cu merges up to this many
 	warpDecodeHeads = 4  // AW_WARPS in attention_warp.cu
 )
@@ -351,6 +363,9 @@ func (d *Device) resolveKernels() error {
 		decodeName = "attention_decode_warp_64"
 	}
 	if err := get(&d.kDecodeSplits, "attention_decode_warp_splits_64"); err != nil {
+		return err
+	}
+	if err := get(&d.kDecodeSplitsR4, "attention_decode_warp_splits_r4_64"); err != nil {
 		return err
 	}
 	for dst, name := range map[*kernel]string{

@@ -114,12 +114,14 @@ func TestAttentionKernels(t *testing.T) {
 		decoders := []string{fmt.Sprintf("attention_decode_%d", tc.HD)}
 		if tc.HD == 64 {
 			variants = append(variants, "attention_prefill_mma_64")
-			decoders = append(decoders, "attention_decode_warp_64")
+			decoders = append(decoders, "attention_decode_warp_64", "attention_decode_warp_splits_r4_64")
 		}
 		for i, prefill := range variants {
 			for _, decode := range decoders {
-				for _, nsplit := range []int{1, 5, 16} { // also split decode (flash-decoding) with its combine
-					if nsplit == 16 && i > 0 {
+				for _, nsplit := range []int{1, 2, 4, 5, 16} { // also split decode (flash-decoding) with its combine
+					// The 80-register kernel runs 2-4 splits, the others
+					// 1, 5 or 16 here.
+					if (decode == "attention_decode_warp_splits_r4_64") != (nsplit == 2 || nsplit == 4) || nsplit == 16 && i > 0 {
 						continue
 					}
 					// chunkRows: chunks of <= maxChunkRowsTest tokens run as
@@ -214,7 +216,7 @@ func runAttentionCase(t *testing.T, g *gpu, r *rand.Rand, NH, HD, B int, ctx, ql
 		part := devBuf(t, g, 4*len(dec)*NH*nsplit*(HD+2))
 		warp := strings.Contains(decode, "warp")
 		shape := decodeShape(warp, NH, nsplit)
-		if shape.splitsKernel {
+		if shape.splitsKernel && decode != "attention_decode_warp_splits_r4_64" {
 			decode = "attention_decode_warp_splits_64"
 		}
 		if err := g.launch(g.kernel(decode), len(dec), shape.gridY, shape.gridZ, shape.threads, 0, argPtr(out), argPtr(dQKV),

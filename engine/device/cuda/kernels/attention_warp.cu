@@ -32,7 +32,7 @@ __device__ __forceinline__ uint4 ld_kv(const half_t* p) {
 // SPLITS = false: grid (decode seqs, ceil(NH / AW_WARPS)), AW_WARPS * 32
 // threads, one split. SPLITS = true: grid (decode seqs, NH), nsplit * 32
 // threads (nsplit <= AW_MAX_SPLITS), warp w is split w.
-template <bool SPLITS>
+template <bool SPLITS, int R = 8>  // R: keys per lane group per round (4R per warp)
 __device__ __forceinline__ void attention_decode_warp_impl(half_t* out, const half_t* qkv, half_t* kc, half_t* vc,
                                                            const int* block_tables, int max_blocks,
                                                            const int* q_start, const int* ctx_len,
@@ -56,10 +56,10 @@ __device__ __forceinline__ void attention_decode_warp_impl(half_t* out, const ha
     const int kbeg = min(nkeys, split * chunk), kend = min(nkeys, kbeg + chunk);
 
     // off[r]: this lane's 16-byte piece of key j0 + 4r + kq, in 16-byte units.
-    uint32_t off[8];
+    uint32_t off[R];
     auto lookup = [&](int j0, uint32_t* o) {
 #pragma unroll
-        for (int r = 0; r < 8; r++) {
+        for (int r = 0; r < R; r++) {
             int j = j0 + 4 * r + kq;
             o[r] = (j < kend && j < p0) ? (uint32_t)(kv_offset(bt[j / B], h, j % B, NH, B, HD) / 8) + sub : 0u;
         }
@@ -73,11 +73,11 @@ __device__ __forceinline__ void attention_decode_warp_impl(half_t* out, const ha
     // keys are requested once this round's scores are computed, and its
     // values once this round's values are summed, so a round's loads are
     // in flight while the previous round is still being worked on.
-    uint4 kr[8], vr[8];
+    uint4 kr[R], vr[R];
     // load(kv, cache, j0): this lane's pieces of the round's keys or values.
     auto load = [&](uint4* kv, const half_t* cache, int j0) {
 #pragma unroll
-        for (int r = 0; r < 8; r++) {
+        for (int r = 0; r < R; r++) {
             const int j = j0 + 4 * r + kq;
             kv[r] = make_uint4(0, 0, 0, 0);
             if (j < kend && j < p0) kv[r] = ld_kv(reinterpret_cast<const half_t*>(reinterpret_cast<const uint4*>(cache) + off[r]));
@@ -86,7 +86,7 @@ __device__ __forceinline__ void attention_decode_warp_impl(half_t* out, const ha
     lookup(kbeg, off);  // block tables are step inputs: before the wait
     load(kr, kc, kbeg);
     load(vr, vc, kbeg);
-    if (kbeg + AW_ROUND < kend) lookup(kbeg + AW_ROUND, off);
+    if (kbeg + (4 * R) < kend) lookup(kbeg + (4 * R), off);
     grid_dep_wait();     // qkv belongs to earlier kernels
     if (kbeg <= p && p < kend && kq == 0) {  // fused KV append of the new token
         size_t o = kv_offset(bt[p / B], h, p % B, NH, B, HD) + sub * 8;
@@ -100,22 +100,22 @@ __device__ __forceinline__ void attention_decode_warp_impl(half_t* out, const ha
     float m = NEG_INF, l = 0.f, acc[8];
 #pragma unroll
     for (int i = 0; i < 8; i++) acc[i] = 0.f;
-    for (int j0 = kbeg; j0 < kend; j0 += AW_ROUND) {
-        const bool more = j0 + AW_ROUND < kend;  // off holds the next round's offsets
+    for (int j0 = kbeg; j0 < kend; j0 += (4 * R)) {
+        const bool more = j0 + (4 * R) < kend;  // off holds the next round's offsets
         // Keys of this step's rows come from qkv: only in a round that
         // reaches p0 (the last one of a plain decode row), a uniform branch
         // that keeps the address arithmetic out of the other rounds.
-        const bool fresh = j0 + AW_ROUND > p0;
+        const bool fresh = j0 + (4 * R) > p0;
         if (fresh) {
 #pragma unroll
-            for (int r = 0; r < 8; r++) {
+            for (int r = 0; r < R; r++) {
                 const int j = j0 + 4 * r + kq;
                 if (j >= p0 && j < kend) kr[r] = *(const uint4*)(qrow - (size_t)(p - j) * 3 * C + C + sub * 8);
             }
         }
-        float d[8];
+        float d[R];
 #pragma unroll
-        for (int r = 0; r < 8; r++) {
+        for (int r = 0; r < R; r++) {
             float f[8];
             unpack8(kr[r], f);
             float x = 0.f;
@@ -123,15 +123,15 @@ __device__ __forceinline__ void attention_decode_warp_impl(half_t* out, const ha
             for (int i = 0; i < 8; i++) x += q[i] * f[i];
             d[r] = x;
         }
-        if (more) load(kr, kc, j0 + AW_ROUND);
+        if (more) load(kr, kc, j0 + (4 * R));
 #pragma unroll
         for (int o = 1; o < 8; o <<= 1) {
 #pragma unroll
-            for (int r = 0; r < 8; r++) d[r] += __shfl_xor_sync(0xffffffffu, d[r], o);
+            for (int r = 0; r < R; r++) d[r] += __shfl_xor_sync(0xffffffffu, d[r], o);
         }
         float mx = m;
 #pragma unroll
-        for (int r = 0; r < 8; r++) {
+        for (int r = 0; r < R; r++) {
             if (j0 + 4 * r + kq >= kend) d[r] = NEG_INF;
             mx = fmaxf(mx, d[r]);
         }
@@ -142,13 +142,13 @@ __device__ __forceinline__ void attention_decode_warp_impl(half_t* out, const ha
             for (int i = 0; i < 8; i++) acc[i] *= corr;
             if (fresh) {
 #pragma unroll
-                for (int r = 0; r < 8; r++) {
+                for (int r = 0; r < R; r++) {
                     const int j = j0 + 4 * r + kq;
                     if (j >= p0 && j < kend) vr[r] = *(const uint4*)(qrow - (size_t)(p - j) * 3 * C + 2 * C + sub * 8);
                 }
             }
 #pragma unroll
-            for (int r = 0; r < 8; r++) {
+            for (int r = 0; r < R; r++) {
                 const float pe = __expf(d[r] - mx);
                 float f[8];
                 unpack8(vr[r], f);
@@ -159,8 +159,8 @@ __device__ __forceinline__ void attention_decode_warp_impl(half_t* out, const ha
             m = mx;
         }
         if (more) {
-            load(vr, vc, j0 + AW_ROUND);
-            if (j0 + 2 * AW_ROUND < kend) lookup(j0 + 2 * AW_ROUND, off);
+            load(vr, vc, j0 + (4 * R));
+            if (j0 + 2 * (4 * R) < kend) lookup(j0 + 2 * (4 * R), off);
         }
     }
     // Merge the four key groups (lanes sub, sub+8, sub+16, sub+24).
@@ -226,4 +226,16 @@ extern "C" __global__ void __launch_bounds__(AW_MAX_SPLITS * 32) attention_decod
     int nsplit, float* part) {
     attention_decode_warp_impl<true>(out, qkv, kc, vc, block_tables, max_blocks, q_start, ctx_len, new_from, dec_seqs,
                                      NH, B, scale, nsplit);
+}
+
+// attention_decode_warp_splits_64 in 80 registers (rounds of 16 keys, 4 a
+// lane): up to 4 splits a block and 24 warps an SM, for batches whose
+// (sequence, head) pairs are too many for more than 4 splits but too few
+// to fill the SMs' warp slots one warp each (batch 48-128 on the H100).
+extern "C" __global__ void __launch_bounds__(128, 6) attention_decode_warp_splits_r4_64(
+    half_t* out, const half_t* qkv, half_t* kc, half_t* vc, const int* block_tables, int max_blocks,
+    const int* q_start, const int* ctx_len, const int* new_from, const int* dec_seqs, int NH, int B, float scale,
+    int nsplit, float* part) {
+    attention_decode_warp_impl<true, 4>(out, qkv, kc, vc, block_tables, max_blocks, q_start, ctx_len, new_from,
+                                        dec_seqs, NH, B, scale, nsplit);
 }

@@ -281,6 +281,7 @@ var decodeVariants = []variant{
 	{"graph, skinny GEMM up to 128 rows", setVariant(config{skinnyRows: 128})},
 	{"graph, cuBLASLt above 16 rows", setVariant(config{skinnyRows: -1})},
 	{"graph, gemv LM head, full-row sampler", setVariant(config{noTiledLMHead: true})},
+	{"graph, key splits for 8 warps an SM (128-register kernels)", setVariant(config{decodeWarps: -1})},
 }
 
 func init() {
@@ -295,6 +296,7 @@ type config struct {
 	noGraph, blockDecode, noPDL, noTiledLMHead bool
 	gemvRows, skinnyRows                       int
 	skinnyVariant                              string // a gemm_skinny variant kernel, "" the defaults
+	decodeWarps                                int    // as cuda.Options.DecodeWarpsPerSM
 }
 
 func setVariant(c config) func(d *cuda.Device) error {
@@ -307,6 +309,9 @@ func setVariant(c config) func(d *cuda.Device) error {
 			return err
 		}
 		if err := d.SetSkinnyVariant(c.skinnyVariant); err != nil {
+			return err
+		}
+		if err := d.SetDecodeWarpsPerSM(c.decodeWarps); err != nil {
 			return err
 		}
 		return d.SetKernelVariants(c.gemvRows, c.skinnyRows, c.blockDecode)

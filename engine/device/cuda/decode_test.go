@@ -1,0 +1,84 @@
+package cuda
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/roseinfer/roseinfer/engine/device"
+	"github.com/roseinfer/roseinfer/engine/model"
+	"github.com/roseinfer/roseinfer/engine/sample"
+)
+
+// TestWideDecodeLogits checks decode steps large enough to split their keys
+// through the 80-register kernel (decodeSplits' r4 path) against the fp32
+// reference: 72 sequences of different lengths decode 3 steps padded to the
+// graph of 80 (the first runs eagerly, the next are captured and
+// replayed), with and without that kernel. Every row's logits must match.
+func TestWideDecodeLogits(t *testing.T) {
+	w, err := model.InitRandom(smallConfig, 41)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, warps := range []int{0, -1} {
+		d := newTestDevice(t, w, Options{MaxStepTokens: 4096, MaxSeqs: 128, DecodeWarpsPerSM: warps})
+		const S = 72
+		nsplit, r4 := d.decodeSplits(80)
+		if r4 != (warps == 0) {
+			t.Fatalf("DecodeWarpsPerSM %d: %d splits, 80-register kernel %v", warps, nsplit, r4)
+		}
+		t.Logf("DecodeWarpsPerSM %d: %d key splits, 80-register kernel %v", warps, nsplit, r4)
+		r := rand.New(rand.NewPCG(42, 43))
+		V, B := w.Config.VocabSize, d.kv.BlockSizeTokens
+		greedy := sample.Params{Temperature: 0, TopP: 1}
+		var alloc blockAlloc
+		refs := make([]*refSeq, S)
+		tables := make([][]int32, S)
+		pos := make([]int, S)
+		var batch device.Batch
+		for i := range S {
+			prompt := randTokens(r, 3+r.IntN(45), V)
+			refs[i] = newRefSeq(w.Config.NumLayers)
+			refForward(w, refs[i], prompt, 0)
+			tables[i] = alloc.grow(nil, len(prompt), B)
+			pos[i] = len(prompt)
+			batch.Seqs = append(batch.Seqs, device.Seq{SeqID: uint64(i + 1), Tokens: prompt, BlockTable: tables[i], Sample: true, Params: greedy, BannedToken: -1})
+		}
+		out, err := d.Forward(&batch, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for step := 0; step < 3; step++ {
+			batch.Seqs = batch.Seqs[:0]
+			want := make([][]float32, S)
+			for i := range S {
+				tok := out[i].Token
+				tables[i] = alloc.grow(tables[i], pos[i]+1, B)
+				batch.Seqs = append(batch.Seqs, device.Seq{SeqID: uint64(i + 1), Tokens: []int32{tok}, StartPos: pos[i], BlockTable: append([]int32{}, tables[i]...),
+					Sample: true, Params: greedy, BannedToken: -1})
+				want[i] = refForward(w, refs[i], []int32{tok}, pos[i])
+				pos[i]++
+			}
+			if out, err = d.Forward(&batch, out); err != nil {
+				t.Fatalf("decode step %d: %v", step, err)
+			}
+			plan := &d.stage[(d.next+len(d.stage)-1)%len(d.stage)].plan
+			if plan.graphBatch != 80 {
+				t.Fatalf("decode step %d: graph batch %d, want 80", step, plan.graphBatch)
+			}
+			rowOf := d.lastRowOfSeq()
+			got := d.lastLogits(t, plan.graphBatch)
+			worst := 0.0
+			for i := range S {
+				e := relErr(got[rowOf[i]], want[i])
+				if e > 1e-2 {
+					t.Errorf("DecodeWarpsPerSM %d, decode step %d seq %d (position %d): logits rel err %.2e", warps, step, i+1, pos[i]-1, e)
+				}
+				worst = max(worst, e)
+				if tok := argmaxF32(got[rowOf[i]]); out[i].Token != tok {
+					t.Errorf("DecodeWarpsPerSM %d, decode step %d seq %d: greedy token %d, argmax of its logits %d", warps, step, i+1, out[i].Token, tok)
+				}
+			}
+			t.Logf("DecodeWarpsPerSM %d, decode step %d: worst logits rel err %.2e over %d rows", warps, step, worst, S)
+		}
+	}
+}
