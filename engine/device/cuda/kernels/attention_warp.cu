@@ -2,16 +2,20 @@
 // split), head size 64. Same contract as attention_decode_64 in attention.cu
 // (fused KV append of the new token), but the splits are merged in-kernel,
 // built for bandwidth at large batches:
-//   - without key splits (large batches) a block holds AW_WARPS heads of one
-//     sequence and its warps never synchronise (attention_decode_warp_64): a
-//     batch-128 step's 1536 warps are all resident at once (no tail wave);
-//   - with key splits (small batches) a block holds one (sequence, head) and
-//     a warp per split, which leave their partials in shared memory for
-//     warp 0 to merge (attention_decode_warp_splits_64): no combine kernel,
-//     and no global counter or partial round trip on the critical path;
+//   - without key splits a block holds AW_WARPS heads of one sequence and
+//     its warps never synchronise (attention_decode_warp_64; the A/B
+//     variant at batch >= 22, Options.DecodeWarpsPerSM < 0);
+//   - with key splits a block holds one (sequence, head) and a warp per
+//     split, which leave their partials in shared memory for warp 0 to
+//     merge: no combine kernel, and no global counter or partial round trip
+//     on the critical path. attention_decode_warp_splits_64 (128 registers,
+//     up to 16 splits) serves small batches; attention_decode_warp_splits_r4_64
+//     (80 registers, rounds of 16 keys, up to 4 splits) gives batch 22-128
+//     24 warps an SM in one wave (batch 128: two splits, 3,072 warps);
 //   - a lane group of 8 lanes reads one key as 16-byte pieces, four groups
 //     read four consecutive keys (512 contiguous bytes per load instruction),
-//     and each lane keeps 8 keys' K and V loads in flight per round;
+//     and each lane keeps R keys' K and V loads in flight per round (8, or 4
+//     in the 80-register kernel);
 //   - the next round's keys are requested as soon as this round's scores
 //     are computed and its values as soon as this round's values are
 //     summed (the same registers, no second buffer), and the block-table
@@ -19,7 +23,6 @@
 #include "common.cuh"
 
 #define AW_WARPS 4   // heads per block
-#define AW_ROUND 32  // keys per warp per round (8 per lane)
 #define AW_MAX_SPLITS 16  // maxDecodeSplits in forward.go; at most 32 (a lane per split)
 
 // volatile: the first round's loads must stay ahead of grid_dep_wait.
