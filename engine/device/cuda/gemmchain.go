@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -22,15 +23,24 @@ func GemmChainImpls() []string {
 	return append([]string{"cublaslt", "skinny"}, SkinnyKernelNames()...)
 }
 
+// ChainOptions says what GemmChain runs besides the projections.
+type ChainOptions struct {
+	LN       bool   // the two LayerNorm kernels of each layer too
+	OneLayer bool   // layer 0's weights in every layer, which then come from L2 (14 MB for GPT-2 124M)
+	Only     string // one projection kind of ProjectionKinds, 12 launches of it ("" = all four)
+}
+
+// ProjectionKinds are a layer's projections in the order a step runs them.
+var ProjectionKinds = []string{"qkv", "attproj", "fc", "fcproj"}
+
 // GemmChain times a CUDA graph of the model's layer projections (qkv,
-// attproj, fc, fcproj per layer; with ln, the two LayerNorm kernels too)
-// over rows token rows through impl, from a fixed random residual stream
-// and attention output. With oneLayer every layer uses layer 0's weights,
-// which then come from L2 (14 MB for GPT-2 124M): what the projections
-// would cost if DRAM latency were out of the way. It returns the graph's median replay time per
-// projection in microseconds, and the relative difference of the final
-// residual stream from cuBLASLt's (a wrong kernel shows as a large one).
-func (d *Device) GemmChain(rows int, impl string, ln, oneLayer bool) (usPerGemm, relDiff float64, err error) {
+// attproj, fc, fcproj per layer, or one kind of them) over rows token rows
+// through impl, from a fixed random residual stream and attention output.
+// OneLayer prices DRAM latency: what the projections cost with their
+// weights in L2. It returns the graph's median replay time per projection
+// in microseconds, and the relative difference of the final residual
+// stream from cuBLASLt's (a wrong kernel shows as a large one).
+func (d *Device) GemmChain(rows int, impl string, o ChainOptions) (usPerGemm, relDiff float64, err error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := d.g.bind(); err != nil {
@@ -67,7 +77,7 @@ func (d *Device) GemmChain(rows int, impl string, ln, oneLayer bool) (usPerGemm,
 		if err := d.g.drv.htod(d.act.ln, unsafe.Pointer(&attn[0]), 2*len(attn)); err != nil {
 			return nil, err
 		}
-		if err := d.projectionChain(rows, ln, oneLayer); err != nil {
+		if err := d.projectionChain(rows, o); err != nil {
 			return nil, err
 		}
 		out := make([]float32, rows*C)
@@ -90,11 +100,15 @@ func (d *Device) GemmChain(rows int, impl string, ln, oneLayer bool) (usPerGemm,
 		num, den = num+e*e, den+float64(ref[i])*float64(ref[i])
 	}
 	relDiff = math.Sqrt(num / max(den, 1e-30))
-	ms, err := d.timeGraph(func() error { return d.projectionChain(rows, ln, oneLayer) })
+	ms, err := d.timeGraph(func() error { return d.projectionChain(rows, o) })
 	if err != nil {
 		return 0, 0, err
 	}
-	return ms * 1000 / float64(4*d.cfg.NumLayers), relDiff, nil
+	n := 4 * d.cfg.NumLayers
+	if o.Only != "" {
+		n = d.cfg.NumLayers
+	}
+	return ms * 1000 / float64(n), relDiff, nil
 }
 
 // selectProjections points the large-step projections at impl (see
@@ -125,42 +139,54 @@ func (d *Device) selectProjections(impl string) error {
 }
 
 // projectionChain enqueues the layer projections of a step of rows rows as
-// forward does, without attention: its first kernel follows a copy, not a
-// kernel, so it launches without programmatic dependent launch. oneLayer:
-// every layer with layer 0's weights.
-func (d *Device) projectionChain(rows int, ln, oneLayer bool) error {
+// forward does (those of kind o.Only alone, if set), without attention:
+// its first kernel follows a copy, not a kernel, so it launches without
+// programmatic dependent launch.
+func (d *Device) projectionChain(rows int, o ChainOptions) error {
 	a, C, eps := &d.act, d.cfg.Channels, d.cfg.LayerNormEpsilon
+	if o.Only != "" && !slices.Contains(ProjectionKinds, o.Only) {
+		return fmt.Errorf("cuda: no projection kind %q (want one of %v)", o.Only, ProjectionKinds)
+	}
+	ln := o.LN && o.Only == ""
 	pdl := d.g.pdl
 	defer func() { d.g.pdl = pdl }()
 	d.g.pdl = false
 	for l := range d.w.layers {
 		w := &d.w.layers[l]
-		if oneLayer {
+		if o.OneLayer {
 			w = &d.w.layers[0]
 		}
-		if ln {
-			if err := d.layernorm(a.ln, a.residual, 0, w.ln1W, w.ln1B, rows, eps); err != nil {
+		// Each kernel but the chain's first launches under PDL.
+		for _, kind := range ProjectionKinds {
+			if o.Only != "" && kind != o.Only {
+				continue
+			}
+			var err error
+			switch kind {
+			case "qkv":
+				if ln {
+					if err = d.layernorm(a.ln, a.residual, 0, w.ln1W, w.ln1B, rows, eps); err != nil {
+						return err
+					}
+					d.g.pdl = pdl
+				}
+				err = d.projection(a.qkv, 3*C, a.ln, w.qkvW, w.qkvB, rows, C, 3*C, false)
+			case "attproj":
+				err = d.residualGemm(a.attn, w.attProjW, w.attProjB, w.attProjB16, rows, C)
+			case "fc":
+				if ln {
+					if err = d.layernorm(a.ln, a.residual, 0, w.ln2W, w.ln2B, rows, eps); err != nil {
+						return err
+					}
+				}
+				err = d.projection(a.fc, 4*C, a.ln, w.fcW, w.fcB, rows, C, 4*C, true)
+			case "fcproj":
+				err = d.residualGemm(a.fc, w.fcProjW, w.fcProjB, w.fcProjB16, rows, 4*C)
+			}
+			if err != nil {
 				return err
 			}
 			d.g.pdl = pdl
-		}
-		if err := d.projection(a.qkv, 3*C, a.ln, w.qkvW, w.qkvB, rows, C, 3*C, false); err != nil {
-			return err
-		}
-		d.g.pdl = pdl
-		if err := d.residualGemm(a.attn, w.attProjW, w.attProjB, w.attProjB16, rows, C); err != nil {
-			return err
-		}
-		if ln {
-			if err := d.layernorm(a.ln, a.residual, 0, w.ln2W, w.ln2B, rows, eps); err != nil {
-				return err
-			}
-		}
-		if err := d.projection(a.fc, 4*C, a.ln, w.fcW, w.fcB, rows, C, 4*C, true); err != nil {
-			return err
-		}
-		if err := d.residualGemm(a.fc, w.fcProjW, w.fcProjB, w.fcProjB16, rows, 4*C); err != nil {
-			return err
 		}
 	}
 	return nil

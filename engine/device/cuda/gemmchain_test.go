@@ -9,8 +9,8 @@ import (
 // TestGemmChain runs the projection diagnostics on a small model: every
 // implementation's chain of projections ends where cuBLASLt's does (a
 // kernel that lost a split or a k group would not), with and without the
-// LayerNorm kernels, with every layer's weights or layer 0's in each; the
-// timings are positive; an unknown implementation
+// LayerNorm kernels, with every layer's weights or layer 0's in each, and
+// each projection kind alone; the timings are positive; an unknown implementation
 // and a row count the small-batch kernels own are errors.
 func TestGemmChain(t *testing.T) {
 	w, err := model.InitRandom(smallConfig, 51)
@@ -23,21 +23,28 @@ func TestGemmChain(t *testing.T) {
 	}
 	for _, impl := range GemmChainImpls() {
 		for _, rows := range []int{24, 100} {
-			for _, oneLayer := range []bool{false, true} {
-				us, diff, err := d.GemmChain(rows, impl, rows == 100, oneLayer)
+			opts := []ChainOptions{{LN: rows == 100}, {LN: rows == 100, OneLayer: true}}
+			for _, kind := range ProjectionKinds {
+				opts = append(opts, ChainOptions{Only: kind})
+			}
+			for _, o := range opts {
+				us, diff, err := d.GemmChain(rows, impl, o)
 				if err != nil {
-					t.Fatalf("%s, %d rows, one layer %v: %v", impl, rows, oneLayer, err)
+					t.Fatalf("%s, %d rows, %+v: %v", impl, rows, o, err)
 				}
 				if us <= 0 || diff > 1e-3 {
-					t.Errorf("%s, %d rows, one layer %v: %.2f us a projection, rel diff from cuBLASLt %.1e", impl, rows, oneLayer, us, diff)
+					t.Errorf("%s, %d rows, %+v: %.2f us a projection, rel diff from cuBLASLt %.1e", impl, rows, o, us, diff)
 				}
 			}
 		}
 	}
-	if _, _, err := d.GemmChain(24, "no-such-kernel", false, false); err == nil {
+	if _, _, err := d.GemmChain(24, "no-such-kernel", ChainOptions{}); err == nil {
 		t.Error("an unknown implementation ran")
 	}
-	if _, _, err := d.GemmChain(8, "cublaslt", false, false); err == nil {
+	if _, _, err := d.GemmChain(24, "cublaslt", ChainOptions{Only: "lmhead"}); err == nil {
+		t.Error("an unknown projection kind ran")
+	}
+	if _, _, err := d.GemmChain(8, "cublaslt", ChainOptions{}); err == nil {
 		t.Error("a chain of 8 rows (the GEMV kernels' range) ran")
 	}
 	for _, cluster := range []int{1, 4} {

@@ -624,15 +624,24 @@ func gemmChain(d *cuda.Device, rowCounts []int) error {
 	}
 	for _, rows := range rowCounts {
 		for _, impl := range []string{"cublaslt", "skinny"} {
-			us, _, err := d.GemmChain(rows, impl, true, true)
+			us, _, err := d.GemmChain(rows, impl, cuda.ChainOptions{LN: true, OneLayer: true})
 			if err != nil {
 				return fmt.Errorf("gemm chain %s, %d rows, one layer's weights: %w", impl, rows, err)
 			}
 			record(fmt.Sprintf("projections back to back, %d rows, LayerNorm kernels true, %s, layer 0's weights every layer (L2-resident)", rows, impl), fmt.Sprintf("%.2f us per projection", us))
 		}
+		for _, kind := range cuda.ProjectionKinds {
+			for _, impl := range cuda.GemmChainImpls() {
+				us, _, err := d.GemmChain(rows, impl, cuda.ChainOptions{Only: kind})
+				if err != nil {
+					return fmt.Errorf("gemm chain %s, %d rows, %s only: %w", impl, rows, kind, err)
+				}
+				record(fmt.Sprintf("%s back to back, %d rows, %s", kind, rows, impl), fmt.Sprintf("%.2f us each", us))
+			}
+		}
 		for _, ln := range []bool{false, true} {
 			for _, impl := range cuda.GemmChainImpls() {
-				us, diff, err := d.GemmChain(rows, impl, ln, false)
+				us, diff, err := d.GemmChain(rows, impl, cuda.ChainOptions{LN: ln})
 				if err != nil {
 					return fmt.Errorf("gemm chain %s, %d rows: %w", impl, rows, err)
 				}
