@@ -87,12 +87,12 @@ type Options struct {
 	// sampler scan whole logit rows, instead of lmhead.cu and its tile
 	// maxima: the A/B switch.
 	NoTiledLMHead bool
-	// DecodeWarpsPerSM: decode steps whose (sequence, head) pairs take 4
-	// key splits or fewer (batch >= 22 on the H100) split them for this many
-	// warps an SM, up to 4 splits, through the 80-register warp kernel
-	// (decodeSplits). 0 = the default (24: batch 48-96 4-5% and batch 128
-	// ~2% faster on the H100 than 8 warps through the 128-register
-	// kernels), negative = never (the A/B switch).
+	// DecodeWarpsPerSM: decode steps whose (sequence, head) pairs take 8
+	// key splits or fewer (batch >= 14 on the H100) split them for up to
+	// this many warps an SM, 2, 4 or 8 splits, through the 80-register warp
+	// kernel (decodeSplits). 0 = the default (24: batch 16-128 2-5% faster
+	// on the H100 than 8 warps an SM through the 128-register kernels),
+	// negative = never (the A/B switch).
 	DecodeWarpsPerSM int
 }
 

@@ -118,10 +118,10 @@ func TestAttentionKernels(t *testing.T) {
 		}
 		for i, prefill := range variants {
 			for _, decode := range decoders {
-				for _, nsplit := range []int{1, 2, 4, 5, 16} { // also split decode (flash-decoding) with its combine
-					// The 80-register kernel runs 2-4 splits, the others
-					// 1, 5 or 16 here.
-					if (decode == "attention_decode_warp_splits_r4_64") != (nsplit == 2 || nsplit == 4) || nsplit == 16 && i > 0 {
+				for _, nsplit := range []int{1, 2, 4, 5, 8, 16} { // also split decode (flash-decoding) with its combine
+					// The 80-register kernel runs 2, 4 or 8 splits, the
+					// others 1, 5 or 16 here.
+					if (decode == "attention_decode_warp_splits_r4_64") != (nsplit == 2 || nsplit == 4 || nsplit == 8) || nsplit == 16 && i > 0 {
 						continue
 					}
 					// chunkRows: chunks of <= maxChunkRowsTest tokens run as
