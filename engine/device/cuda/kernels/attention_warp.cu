@@ -3,15 +3,16 @@
 // (fused KV append of the new token), but the splits are merged in-kernel,
 // built for bandwidth at large batches:
 //   - without key splits a block holds AW_WARPS heads of one sequence and
-//     its warps never synchronise (attention_decode_warp_64; the A/B
-//     variant at batch >= 22, Options.DecodeWarpsPerSM < 0);
+//     its warps never synchronise (attention_decode_warp_64: batches too
+//     large for two splits at 24 warps an SM, over 132 with 12 heads on 132
+//     SMs, and from 88 with Options.DecodeWarpsPerSM < 0);
 //   - with key splits a block holds one (sequence, head) and a warp per
 //     split, which leave their partials in shared memory for warp 0 to
 //     merge: no combine kernel, and no global counter or partial round trip
 //     on the critical path. attention_decode_warp_splits_64 (128 registers,
 //     up to 16 splits) serves small batches; attention_decode_warp_splits_r4_64
 //     (80 registers, rounds of 16 keys, 2, 4 or 8 splits) gives batch
-//     14-128 up to 24 warps an SM in one wave (batch 128: two splits, 3,072
+//     14-132 up to 24 warps an SM in one wave (batch 128: two splits, 3,072
 //     warps);
 //   - a lane group of 8 lanes reads one key as 16-byte pieces, four groups
 //     read four consecutive keys (512 contiguous bytes per load instruction),
@@ -235,7 +236,7 @@ extern "C" __global__ void __launch_bounds__(AW_MAX_SPLITS * 32) attention_decod
 // attention_decode_warp_splits_64 in 80 registers (rounds of 16 keys, 4 a
 // lane): up to 8 splits a block and 24 warps an SM, for batches whose
 // (sequence, head) pairs are too many for more than 8 splits but too few
-// to fill the SMs' warp slots one warp each (batch 14-128 on the H100).
+// to fill the SMs' warp slots one warp each (batch 14-132 on the H100).
 extern "C" __global__ void __launch_bounds__(256, 3) attention_decode_warp_splits_r4_64(
     half_t* out, const half_t* qkv, half_t* kc, half_t* vc, const int* block_tables, int max_blocks,
     const int* q_start, const int* ctx_len, const int* new_from, const int* dec_seqs, int NH, int B, float scale,
