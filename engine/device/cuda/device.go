@@ -88,7 +88,7 @@ type Options struct {
 	// maxima: the A/B switch.
 	NoTiledLMHead bool
 	// DecodeWarpsPerSM: decode steps whose (sequence, head) pairs take 8
-	// key splits or fewer and leave room for 2 (batch 14-132 on the H100,
+	// key splits or fewer and leave room for 2 (batch 11-132 on the H100,
 	// GPT-2's 12 heads) split them for up to this many warps an SM, 2, 4 or
 	// 8 splits, through the 80-register warp kernel (decodeSplits). 0 = the
 	// default (24: batch 16-128 2-5% faster on the H100 than 8 warps an SM

@@ -12,7 +12,7 @@
 //     on the critical path. attention_decode_warp_splits_64 (128 registers,
 //     up to 16 splits) serves small batches; attention_decode_warp_splits_r4_64
 //     (80 registers, rounds of 16 keys, 2, 4 or 8 splits) gives batch
-//     14-132 up to 24 warps an SM in one wave (batch 128: two splits, 3,072
+//     11-132 up to 24 warps an SM in one wave (batch 128: two splits, 3,072
 //     warps);
 //   - a lane group of 8 lanes reads one key as 16-byte pieces, four groups
 //     read four consecutive keys (512 contiguous bytes per load instruction),
@@ -236,7 +236,7 @@ extern "C" __global__ void __launch_bounds__(AW_MAX_SPLITS * 32) attention_decod
 // attention_decode_warp_splits_64 in 80 registers (rounds of 16 keys, 4 a
 // lane): up to 8 splits a block and 24 warps an SM, for batches whose
 // (sequence, head) pairs are too many for more than 8 splits but too few
-// to fill the SMs' warp slots one warp each (batch 14-132 on the H100).
+// to fill the SMs' warp slots one warp each (batch 11-132 on the H100).
 extern "C" __global__ void __launch_bounds__(256, 3) attention_decode_warp_splits_r4_64(
     half_t* out, const half_t* qkv, half_t* kc, half_t* vc, const int* block_tables, int max_blocks,
     const int* q_start, const int* ctx_len, const int* new_from, const int* dec_seqs, int NH, int B, float scale,
