@@ -145,13 +145,10 @@ func (d *Device) SetSkinnyVariant(name string) error {
 		if name == "" {
 			return nil
 		}
-		for i := range skinnyKernels {
-			if skinnyKernels[i].name == name {
-				d.skinnyVariant = &skinnyKernels[i]
-				return nil
-			}
+		if d.skinnyVariant = skinnyKernelNamed(name); d.skinnyVariant == nil {
+			return fmt.Errorf("cuda: no gemm_skinny variant %q", name)
 		}
-		return fmt.Errorf("cuda: no gemm_skinny variant %q", name)
+		return nil
 	})
 }
 

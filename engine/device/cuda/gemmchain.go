@@ -121,13 +121,7 @@ func (d *Device) selectProjections(impl string) error {
 		return nil
 	case "skinny":
 	default:
-		found := false
-		for i := range skinnyKernels {
-			if skinnyKernels[i].name == impl {
-				d.skinnyVariant, found = &skinnyKernels[i], true
-			}
-		}
-		if !found {
+		if d.skinnyVariant = skinnyKernelNamed(impl); d.skinnyVariant == nil {
 			return fmt.Errorf("cuda: no projection implementation %q (want one of %v)", impl, GemmChainImpls())
 		}
 	}

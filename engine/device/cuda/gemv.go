@@ -143,6 +143,16 @@ func SkinnyKernelNames() []string {
 	return names
 }
 
+// skinnyKernelNamed is the entry of skinnyKernels with that name, or nil.
+func skinnyKernelNamed(name string) *skinnyKernel {
+	for i := range skinnyKernels {
+		if skinnyKernels[i].name == name {
+			return &skinnyKernels[i]
+		}
+	}
+	return nil
+}
+
 func (k skinnyKernel) threads() int { return k.groups * skinnyThreads }
 
 // smem is the kernel's dynamic shared memory: its pipeline's stages, which
