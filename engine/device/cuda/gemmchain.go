@@ -27,7 +27,7 @@ func GemmChainImpls() []string {
 type ChainOptions struct {
 	LN       bool   // the two LayerNorm kernels of each layer too
 	OneLayer bool   // layer 0's weights in every layer, which then come from L2 (14 MB for GPT-2 124M)
-	Only     string // one projection kind of ProjectionKinds, 12 launches of it ("" = all four)
+	Only     string // one projection kind of ProjectionKinds, one launch a layer ("" = all four)
 }
 
 // ProjectionKinds are a layer's projections in the order a step runs them.
@@ -39,7 +39,8 @@ var ProjectionKinds = []string{"qkv", "attproj", "fc", "fcproj"}
 // OneLayer prices DRAM latency: what the projections cost with their
 // weights in L2. It returns the graph's median replay time per projection
 // in microseconds, and the relative difference of the final residual
-// stream from cuBLASLt's (a wrong kernel shows as a large one).
+// stream from cuBLASLt's (a wrong kernel shows as a large one; with Only
+// "qkv" or "fc" nothing reaches the stream, so it is 0).
 func (d *Device) GemmChain(rows int, impl string, o ChainOptions) (usPerGemm, relDiff float64, err error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
