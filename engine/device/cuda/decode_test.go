@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -10,23 +11,35 @@ import (
 )
 
 // TestWideDecodeLogits checks decode steps large enough to split their keys
-// through the 80-register kernel (decodeSplits' r4 path) against the fp32
-// reference: 72 sequences of different lengths decode 3 steps padded to the
-// graph of 80 (the first runs eagerly, the next are captured and
-// replayed), with and without that kernel. Every row's logits must match.
+// through the 80-register kernel (decodeSplits' r4 path), or to run their
+// projections through gemm_wg.cu, against the fp32 reference: S sequences of
+// different lengths decode 3 steps padded to a graph (the first runs
+// eagerly, the next are captured and replayed), with and without those
+// kernels. Every row's logits must match.
 func TestWideDecodeLogits(t *testing.T) {
 	w, err := model.InitRandom(smallConfig, 41)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, warps := range []int{0, -1} {
-		d := newTestDevice(t, w, Options{MaxStepTokens: 4096, MaxSeqs: 128, DecodeWarpsPerSM: warps})
-		const S = 72
-		nsplit, r4 := d.decodeSplits(80)
-		if r4 != (warps == 0) {
-			t.Fatalf("DecodeWarpsPerSM %d: %d splits, 80-register kernel %v", warps, nsplit, r4)
+	for _, c := range []struct{ warps, wgRows, S, graph int }{
+		{0, 0, 72, 80},
+		{-1, 0, 72, 80},
+		{0, 128, 72, 80}, // gemm_wg over two row tiles, the second mostly padding
+		{0, 0, 44, 48},   // gemm_wg by default
+		{0, -1, 44, 48},
+	} {
+		name := fmt.Sprintf("DecodeWarpsPerSM %d, WgmmaGemmRows %d, %d sequences", c.warps, c.wgRows, c.S)
+		d := newTestDevice(t, w, Options{MaxStepTokens: 4096, MaxSeqs: 128, DecodeWarpsPerSM: c.warps, WgmmaGemmRows: c.wgRows})
+		S := c.S
+		nsplit, r4 := d.decodeSplits(c.graph)
+		if c.S == 72 && r4 != (c.warps == 0) {
+			t.Fatalf("%s: %d splits, 80-register kernel %v", name, nsplit, r4)
 		}
-		t.Logf("DecodeWarpsPerSM %d: %d key splits, 80-register kernel %v", warps, nsplit, r4)
+		wg := d.useWG(c.graph, w.Config.Channels)
+		if want := c.graph <= d.opts.WgmmaGemmRows && kernelArch(wgFile, d.g.arch, d.g.nv.major) != ""; wg != want {
+			t.Fatalf("%s: gemm_wg %v at %d rows, want %v", name, wg, c.graph, want)
+		}
+		t.Logf("%s: %d key splits, 80-register kernel %v, gemm_wg %v", name, nsplit, r4, wg)
 		r := rand.New(rand.NewPCG(42, 43))
 		V, B := w.Config.VocabSize, d.kv.BlockSizeTokens
 		greedy := sample.Params{Temperature: 0, TopP: 1}
@@ -62,8 +75,8 @@ func TestWideDecodeLogits(t *testing.T) {
 				t.Fatalf("decode step %d: %v", step, err)
 			}
 			plan := &d.stage[(d.next+len(d.stage)-1)%len(d.stage)].plan
-			if plan.graphBatch != 80 {
-				t.Fatalf("decode step %d: graph batch %d, want 80", step, plan.graphBatch)
+			if plan.graphBatch != c.graph {
+				t.Fatalf("%s, decode step %d: graph batch %d, want %d", name, step, plan.graphBatch, c.graph)
 			}
 			rowOf := d.lastRowOfSeq()
 			got := d.lastLogits(t, plan.graphBatch)
@@ -71,14 +84,14 @@ func TestWideDecodeLogits(t *testing.T) {
 			for i := range S {
 				e := relErr(got[rowOf[i]], want[i])
 				if e > 1e-2 {
-					t.Errorf("DecodeWarpsPerSM %d, decode step %d seq %d (position %d): logits rel err %.2e", warps, step, i+1, pos[i]-1, e)
+					t.Errorf("%s, decode step %d seq %d (position %d): logits rel err %.2e", name, step, i+1, pos[i]-1, e)
 				}
 				worst = max(worst, e)
 				if tok := argmaxF32(got[rowOf[i]]); out[i].Token != tok {
-					t.Errorf("DecodeWarpsPerSM %d, decode step %d seq %d: greedy token %d, argmax of its logits %d", warps, step, i+1, out[i].Token, tok)
+					t.Errorf("%s, decode step %d seq %d: greedy token %d, argmax of its logits %d", name, step, i+1, out[i].Token, tok)
 				}
 			}
-			t.Logf("DecodeWarpsPerSM %d, decode step %d: worst logits rel err %.2e over %d rows", warps, step, worst, S)
+			t.Logf("%s, decode step %d: worst logits rel err %.2e over %d rows", name, step, worst, S)
 		}
 	}
 }

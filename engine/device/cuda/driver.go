@@ -33,6 +33,7 @@ type driver struct {
 	cuGraphDestroy, cuGraphExecDestroy                                                uintptr
 	cuProfilerStart, cuProfilerStop                                                   uintptr // optional: 0 when absent
 	cuLaunchKernelEx                                                                  uintptr // optional (CUDA 12+): programmatic dependent launch
+	cuTensorMapEncodeTiled                                                            uintptr // optional (CUDA 12+): gemm_wg.cu's TMA descriptors
 	// optional: the sampler's span inside decode graphs (spans.go)
 	cuGraphGetNodes, cuGraphNodeGetType, cuGraphEventRecordNodeGetEvent, cuGraphExecEventRecordNodeSetEvent uintptr
 }
@@ -119,6 +120,7 @@ func loadDriver() (*driver, error) {
 	d.cuProfilerStart, _ = lib.sym("cuProfilerStart")
 	d.cuProfilerStop, _ = lib.sym("cuProfilerStop")
 	d.cuLaunchKernelEx, _ = lib.sym("cuLaunchKernelEx")
+	d.cuTensorMapEncodeTiled, _ = lib.sym("cuTensorMapEncodeTiled")
 	d.cuGraphGetNodes, _ = lib.sym("cuGraphGetNodes")
 	d.cuGraphNodeGetType, _ = lib.sym("cuGraphNodeGetType")
 	d.cuGraphEventRecordNodeGetEvent, _ = lib.sym("cuGraphEventRecordNodeGetEvent")

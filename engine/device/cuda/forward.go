@@ -237,6 +237,11 @@ func (d *Device) residualGemm(inp, w, bias32, bias16 devPtr, N, K int) error {
 	if d.useSkinny(N) {
 		return d.skinny(d.act.residual, C, inp, K, w, 0, bias32, N, K, C, gemvResidual)
 	}
+	if d.useWG(N, K) {
+		if ok, err := d.wg(d.act.residual, C, inp, w, 0, bias32, N, K, C, gemvResidual); ok || err != nil {
+			return err
+		}
+	}
 	rows := gemmRows(N, d.opts.MaxStepTokens) // a bucket prewarm planned
 	if !d.noFusedResidual {
 		err := g.blas.gemm(g.stream, d.act.residual, dataR32F, C, inp, w, bias32, rows, K, C, epilogueBias, true)
@@ -256,14 +261,20 @@ func (d *Device) residualGemm(inp, w, bias32, bias16 devPtr, N, K int) error {
 }
 
 // projection writes out(N, oc) fp16 = inp(N, K) @ w^T + bias16 [then GELU]
-// through gemm_skinny.cu or cuBLASLt (over gemmRows(N) rows, see prewarm.go).
+// through gemm_skinny.cu, gemm_wg.cu or cuBLASLt (over gemmRows(N) rows, see
+// prewarm.go).
 func (d *Device) projection(out devPtr, ldo int, inp, w, bias16 devPtr, N, K, oc int, gelu bool) error {
+	mode := gemvOut16Bias
+	if gelu {
+		mode = gemvOut16BiasGelu
+	}
 	if d.useSkinny(N) {
-		mode := gemvOut16Bias
-		if gelu {
-			mode = gemvOut16BiasGelu
-		}
 		return d.skinny(out, ldo, inp, K, w, bias16, 0, N, K, oc, mode)
+	}
+	if d.useWG(N, K) {
+		if ok, err := d.wg(out, ldo, inp, w, bias16, 0, N, K, oc, mode); ok || err != nil {
+			return err
+		}
 	}
 	epi := epilogueBias
 	if gelu {
@@ -390,6 +401,9 @@ func (d *Device) resolveKernels() error {
 		return err
 	}
 	if err := d.resolveLMHead(get); err != nil {
+		return err
+	}
+	if err := d.resolveWG(); err != nil {
 		return err
 	}
 	for ln := 0; ln < 2; ln++ {

@@ -16,11 +16,11 @@ import (
 // attention, through each implementation; what a launch of a given shape
 // costs in a graph by itself; how fast L2 feeds every SM the same matrix.
 
-// GemmChainImpls lists what GemmChain runs: cuBLASLt, the default
-// gemm_skinny kernel for the row count, and each gemm_skinny kernel at
-// every row count.
+// GemmChainImpls lists what GemmChain runs: cuBLASLt, gemm_wg.cu (with
+// cuBLASLt for fcproj), the default gemm_skinny kernel for the row count,
+// and each gemm_skinny kernel at every row count.
 func GemmChainImpls() []string {
-	return append([]string{"cublaslt", "skinny"}, SkinnyKernelNames()...)
+	return append([]string{"cublaslt", "wgmma", "skinny"}, SkinnyKernelNames()...)
 }
 
 // ChainOptions says what GemmChain runs besides the projections.
@@ -116,9 +116,16 @@ func (d *Device) GemmChain(rows int, impl string, o ChainOptions) (usPerGemm, re
 // GemmChainImpls).
 func (d *Device) selectProjections(impl string) error {
 	d.skinnyVariant = nil
+	d.opts.WgmmaGemmRows = -1
 	switch impl {
 	case "cublaslt":
 		d.opts.SkinnyGemmRows = -1
+		return nil
+	case "wgmma":
+		if !d.wgOK {
+			return fmt.Errorf("cuda: gemm_wg.cu needs sm_90a and NVRTC 12+")
+		}
+		d.opts.SkinnyGemmRows, d.opts.WgmmaGemmRows = -1, maxSkinnyRows
 		return nil
 	case "skinny":
 	default:

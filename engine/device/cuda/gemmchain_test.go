@@ -22,6 +22,12 @@ func TestGemmChain(t *testing.T) {
 		t.Skipf("%s: gemm_skinny needs thread-block clusters", d.GPUName())
 	}
 	for _, impl := range GemmChainImpls() {
+		if impl == "wgmma" && !d.wgOK {
+			if kernelArch(wgFile, d.g.arch, d.g.nv.major) != "" {
+				t.Errorf("%s: gemm_wg.cu was built but is not enabled", d.GPUName())
+			}
+			continue
+		}
 		for _, rows := range []int{24, 100} {
 			opts := []ChainOptions{{LN: rows == 100}, {LN: rows == 100, OneLayer: true}}
 			for _, kind := range ProjectionKinds {

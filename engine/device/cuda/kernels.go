@@ -88,6 +88,10 @@ func compileKernels(nv *nvrtc, arch string, driverVer int) (map[string][]byte, e
 	var wg sync.WaitGroup
 	var errs []string
 	for name, src := range files {
+		arch := kernelArch(name, arch, nv.major)
+		if arch == "" {
+			continue // not for this GPU or compiler: its kernels stay unloaded
+		}
 		wg.Add(1)
 		go func(name, src string) {
 			defer wg.Done()
@@ -159,22 +163,28 @@ func (g *gpu) loadModules(cubins map[string][]byte, names []string) error {
 	}
 	g.kernels = map[string]kernel{}
 	for _, name := range names {
-		found := false
-		for _, mod := range g.modules {
-			var fn uintptr
-			cName := append([]byte(name), 0)
-			r, _, _ := purego.SyscallN(g.drv.cuModuleGetFunction, uintptr(unsafe.Pointer(&fn)), mod, uintptr(unsafe.Pointer(&cName[0])))
-			if r == cuSuccess {
-				g.kernels[name] = kernel{name: name, fn: fn}
-				found = true
-				break
-			}
-		}
-		if !found {
+		if !g.findKernel(name) {
 			return fmt.Errorf("cuda: kernel %s not found in any compiled module", name)
 		}
 	}
+	for _, bn := range wgTilesN { // only where kernelArch built gemm_wg.cu
+		g.findKernel(wgKernelName(bn))
+	}
 	return nil
+}
+
+// findKernel looks name up in the loaded modules and records it.
+func (g *gpu) findKernel(name string) bool {
+	for _, mod := range g.modules {
+		var fn uintptr
+		cName := append([]byte(name), 0)
+		r, _, _ := purego.SyscallN(g.drv.cuModuleGetFunction, uintptr(unsafe.Pointer(&fn)), mod, uintptr(unsafe.Pointer(&cName[0])))
+		if r == cuSuccess {
+			g.kernels[name] = kernel{name: name, fn: fn}
+			return true
+		}
+	}
+	return false
 }
 
 // launch enqueues k on the GPU's stream. Each argument is an 8-byte slot in
@@ -211,15 +221,23 @@ func (g *gpu) launch(k kernel, gridX, gridY, gridZ, block, smem int, args ...uin
 // dependent launch when it is on, and smem bytes of dynamic shared memory
 // (setMaxDynamicSmem must have allowed that much).
 func (g *gpu) launchCluster(k kernel, gridX, gridY, gridZ, clusterY, block, smem int, args ...uint64) error {
+	return g.launchClusterRefs(k, gridX, gridY, gridZ, clusterY, block, smem, nil, args...)
+}
+
+// launchClusterRefs is launchCluster for a kernel whose first len(refs)
+// parameters are larger than a slot (a CUtensorMap): refs holds the C
+// addresses of their bytes, which the driver copies at launch.
+func (g *gpu) launchClusterRefs(k kernel, gridX, gridY, gridZ, clusterY, block, smem int, refs []uintptr, args ...uint64) error {
 	if g.drv.cuLaunchKernelEx == 0 {
 		return fmt.Errorf("cuda: %s needs cuLaunchKernelEx (driver too old for clusters)", k.name)
 	}
-	if len(args) > maxKernelArgs {
-		return fmt.Errorf("cuda: %s: %d arguments, at most %d", k.name, len(args), maxKernelArgs)
+	if len(refs)+len(args) > maxKernelArgs {
+		return fmt.Errorf("cuda: %s: %d arguments, at most %d", k.name, len(refs)+len(args), maxKernelArgs)
 	}
+	copy(g.argPtrs, refs)
 	for i, a := range args {
 		g.argSlots[i] = a
-		g.argPtrs[i] = g.argSlotsAddr + uintptr(8*i)
+		g.argPtrs[len(refs)+i] = g.argSlotsAddr + uintptr(8*i)
 	}
 	*g.clusterDims = [3]uint32{1, uint32(clusterY), 1}
 	attrs, n := g.attrAddr, uint32(2)

@@ -19,7 +19,11 @@ import (
 func TestKernelResources(t *testing.T) {
 	nv, files, headers := testNVRTC(t)
 	for name, src := range files {
-		log, err := nv.compileLog(name, src, headers, "sm_90", []string{"--ptxas-options=-v"})
+		arch := kernelArch(name, "sm_90", nv.major)
+		if arch == "" {
+			arch = "sm_90" // the file's kernels without their features (TestKernelsCompile)
+		}
+		log, err := nv.compileLog(name, src, headers, arch, []string{"--ptxas-options=-v"})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

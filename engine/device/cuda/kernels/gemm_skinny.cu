@@ -38,12 +38,6 @@
 #define SK_MAX_SPLITS 8   // maxSkinnySplits: the portable cluster size
 #define SK_PSTRIDE (SK_BN + 4)  // floats per partial-tile row
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-    uint64_t a;
-    asm("cvta.to.shared.u64 %0, %1;" : "=l"(a) : "l"(p));
-    return (uint32_t)a;
-}
-
 // cp16 copies 16 bytes global -> shared, or writes zeros when !valid.
 __device__ __forceinline__ void cp16(uint32_t dst, const void* src, bool valid) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
@@ -56,12 +50,6 @@ __device__ __forceinline__ void ldsm4(uint32_t addr, uint32_t& r0, uint32_t& r1,
 
 // swz: byte offset of 16-byte piece c of row r in a tile of 128-byte rows.
 __device__ __forceinline__ uint32_t swz(int r, int c) { return r * 128 + ((c ^ (r & 7)) << 4); }
-
-// cluster_sync: arrive has release and wait acquire semantics by default
-// (spelled out, the qualifiers need PTX ISA 8.0; older NVRTCs reject them).
-__device__ __forceinline__ void cluster_sync() {
-    asm volatile("barrier.cluster.arrive.aligned;\nbarrier.cluster.wait.aligned;" ::: "memory");
-}
 
 // ld_cluster4 reads 16 bytes of block rank's shared memory at the address
 // this block's copy of the same variable has.

@@ -22,6 +22,20 @@ __device__ __forceinline__ uint4 ld_stream(const half_t* p) {
     return v;
 }
 
+// smem_u32 is the shared-memory address of p, as cp.async, ldmatrix, TMA
+// and mbarrier instructions take it.
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+    uint64_t a;
+    asm("cvta.to.shared.u64 %0, %1;" : "=l"(a) : "l"(p));
+    return (uint32_t)a;
+}
+
+// cluster_sync: arrive has release and wait acquire semantics by default
+// (spelled out, the qualifiers need PTX ISA 8.0; older NVRTCs reject them).
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.aligned;\nbarrier.cluster.wait.aligned;" ::: "memory");
+}
+
 // prefetch_l1 brings p's line into L1 without waiting for it.
 __device__ __forceinline__ void prefetch_l1(const void* p) { asm volatile("prefetch.global.L1 [%0];" ::"l"(p)); }
 

@@ -279,7 +279,10 @@ var decodeVariants = []variant{
 	{"graph, no PDL", setVariant(config{noPDL: true})},
 	{"graph, LN+cuBLASLt, block attention, no PDL", setVariant(config{gemvRows: -1, skinnyRows: -1, blockDecode: true, noPDL: true})},
 	{"graph, skinny GEMM up to 128 rows", setVariant(config{skinnyRows: 128})},
-	{"graph, cuBLASLt above 16 rows", setVariant(config{skinnyRows: -1})},
+	{"graph, cuBLASLt above 16 rows", setVariant(config{skinnyRows: -1, wgRows: -1})},
+	{"graph, cuBLASLt for qkv, attproj and fc above 32 rows", setVariant(config{wgRows: -1})},
+	{"graph, gemm_wg in clusters of 2", setVariant(config{wgCluster: 2})},
+	{"graph, gemm_wg without clusters", setVariant(config{wgCluster: 1})},
 	{"graph, gemv LM head, full-row sampler", setVariant(config{noTiledLMHead: true})},
 	{"graph, key splits for 8 warps an SM (128-register kernels)", setVariant(config{decodeWarps: -1})},
 }
@@ -291,10 +294,11 @@ func init() {
 }
 
 // config is a decode-path configuration; the zero value is the default.
-// gemvRows and skinnyRows as cuda.Options.GemvMaxRows and SkinnyGemmRows.
+// gemvRows, skinnyRows and wgRows as cuda.Options.GemvMaxRows, SkinnyGemmRows
+// and WgmmaGemmRows; wgCluster as Device.SetWgmmaCluster.
 type config struct {
 	noGraph, blockDecode, noPDL, noTiledLMHead bool
-	gemvRows, skinnyRows                       int
+	gemvRows, skinnyRows, wgRows, wgCluster    int
 	skinnyVariant                              string // a gemm_skinny variant kernel, "" the defaults
 	decodeWarps                                int    // as cuda.Options.DecodeWarpsPerSM
 }
@@ -313,6 +317,14 @@ func setVariant(c config) func(d *cuda.Device) error {
 		}
 		if err := d.SetDecodeWarpsPerSM(c.decodeWarps); err != nil {
 			return err
+		}
+		if err := d.SetWgmmaGemmRows(c.wgRows); err != nil {
+			return err
+		}
+		if d.WgmmaAvailable() {
+			if err := d.SetWgmmaCluster(c.wgCluster); err != nil {
+				return err
+			}
 		}
 		return d.SetKernelVariants(c.gemvRows, c.skinnyRows, c.blockDecode)
 	}

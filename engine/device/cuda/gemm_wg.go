@@ -1,0 +1,228 @@
+package cuda
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+)
+
+// gemm_wg.cu: TMA + wgmma projections for medium decode steps on the H100
+// (sm_90a), whose blocks fetch their weights before they wait on the
+// previous kernel (see the file's header).
+
+const (
+	wgTileM          = 64  // WG_BM: output rows of a block
+	wgTileK          = 64  // WG_BK: halves of a k tile
+	wgMaxKT          = 12  // WG_MAX_KT: k tiles a block holds, so K <= 768
+	wgWeightBoxRows  = 16  // WG_WBOX: weight rows a TMA box brings
+	tensorMapBytes   = 128 // sizeof(CUtensorMap)
+	wgDefaultCluster = 4   // column tiles that share their x rows (SetWgmmaCluster)
+	wgFile           = "gemm_wg.cu"
+
+	// cuTensorMapEncodeTiled's enums (cuda.h).
+	tensorMapFloat16     = 6
+	tensorMapSwizzle128B = 3
+	tensorMapL2Promo256B = 3
+)
+
+// wgTilesN are the kernels' output columns a block (gemm_wg_n<BN>), smallest
+// first.
+var wgTilesN = []int{16, 32, 64}
+
+func wgKernelName(bn int) string { return fmt.Sprintf("gemm_wg_n%d", bn) }
+
+// wgSmem is a block's dynamic shared memory for K: every k tile of its 64 x
+// 64 x and BN x 64 weight boxes, and 1 KiB to align them to the swizzle's
+// 1024-byte groups.
+func wgSmem(bn, K int) int { return K/wgTileK*(wgTileM+bn)*wgTileK*2 + 1024 }
+
+// kernelArch is the architecture NVRTC compiles file for, or "" to leave it
+// out: gemm_wg.cu needs wgmma, which only sm_90a (NVRTC 12+) has.
+func kernelArch(file, arch string, nvrtcMajor int) string {
+	if file != wgFile {
+		return arch
+	}
+	if arch == "sm_90" && nvrtcMajor >= 12 {
+		return "sm_90a"
+	}
+	return ""
+}
+
+// wgTileN picks the narrowest tile (the most blocks, each with the fewest
+// weight rows) that still fits one block a SM for rows x oc, or 0 when oc
+// is no multiple of any tile.
+func wgTileN(smCount, rows, oc int) int {
+	best := 0
+	for i := len(wgTilesN) - 1; i >= 0; i-- {
+		bn := wgTilesN[i]
+		if oc%bn != 0 {
+			continue
+		}
+		if best == 0 || oc/bn*ceilDiv(rows, wgTileM) <= smCount {
+			best = bn
+		}
+	}
+	return best
+}
+
+// encodeTensorMap describes the fp16 row-major matrix at ptr (rows x cols,
+// row stride ld elements) to the TMA as boxes of boxRows x 64 with the
+// 128-byte swizzle, writing the 128-byte CUtensorMap to dst (C memory).
+// Rows past the matrix read as zeros.
+func (g *gpu) encodeTensorMap(dst unsafe.Pointer, scratch *cArena, ptr devPtr, rows, cols, ld, boxRows int) error {
+	if g.drv.cuTensorMapEncodeTiled == 0 {
+		return fmt.Errorf("cuda: the driver has no cuTensorMapEncodeTiled (CUDA 12+)")
+	}
+	mark := scratch.off
+	defer func() { scratch.off = mark }()
+	buf, err := scratch.alloc(48)
+	if err != nil {
+		return err
+	}
+	dims := (*[2]uint64)(buf)
+	strides := (*[1]uint64)(unsafe.Add(buf, 16))
+	box := (*[2]uint32)(unsafe.Add(buf, 24))
+	elem := (*[2]uint32)(unsafe.Add(buf, 32))
+	*dims = [2]uint64{uint64(cols), uint64(rows)}
+	*strides = [1]uint64{uint64(2 * ld)}
+	*box = [2]uint32{wgTileK, uint32(boxRows)}
+	*elem = [2]uint32{1, 1}
+	r, _, _ := purego.SyscallN(g.drv.cuTensorMapEncodeTiled, uintptr(dst), tensorMapFloat16, 2, uintptr(ptr),
+		uintptr(unsafe.Pointer(dims)), uintptr(unsafe.Pointer(strides)), uintptr(unsafe.Pointer(box)), uintptr(unsafe.Pointer(elem)),
+		0, tensorMapSwizzle128B, tensorMapL2Promo256B, 0)
+	if r != cuSuccess {
+		return fmt.Errorf("cuda: tensor map of %d x %d (ld %d, box %d rows): %w", rows, cols, ld, boxRows, g.drv.check("cuTensorMapEncodeTiled", r))
+	}
+	return nil
+}
+
+// wgGemm launches gemm_wg_n<bn> over rows in clusters of cluster column
+// tiles: xMap and wMap are the C addresses of tensor maps of x (boxes of 64
+// rows) and W (boxes of wgWeightBoxRows rows), passed by value.
+func (g *gpu) wgGemm(bn, cluster int, out devPtr, ldo int, xMap, wMap uintptr, bias16, bias32 devPtr, rows, K, oc, mode int) error {
+	return g.launchClusterRefs(g.kernel(wgKernelName(bn)), ceilDiv(rows, wgTileM), oc/bn, 1, cluster, 128, wgSmem(bn, K),
+		[]uintptr{xMap, wMap}, argPtr(out), argInt(ldo), argPtr(bias16), argPtr(bias32),
+		argInt(rows), argInt(K), argInt(oc), argInt(mode))
+}
+
+// resolveWG enables gemm_wg.cu where its kernels were built (sm_90a) and the
+// driver encodes tensor maps.
+func (d *Device) resolveWG() error {
+	d.wgOK = false
+	C := d.cfg.Channels
+	if d.g.drv.cuTensorMapEncodeTiled == 0 || C%wgTileK != 0 || C/wgTileK > wgMaxKT {
+		return nil
+	}
+	for _, bn := range wgTilesN {
+		k, ok := d.g.kernels[wgKernelName(bn)]
+		if !ok || wgSmem(bn, C) > d.g.smemOptIn {
+			return nil
+		}
+		if err := d.g.setMaxDynamicSmem(k, wgSmem(bn, C)); err != nil {
+			return err
+		}
+	}
+	d.wgOK = true
+	if d.wgCluster == 0 {
+		d.wgCluster = wgDefaultCluster
+	}
+	return nil
+}
+
+// buildWGMaps encodes the tensor maps gemm_wg.cu's launches pass, into C
+// memory the device keeps: x maps of the two projection inputs (every row
+// of the buffers, so a padded step's last tile stays inside them) and W
+// maps of each layer's qkv, attention-projection and fc weights (the
+// projections with K = C).
+func (d *Device) buildWGMaps() error {
+	if !d.wgOK {
+		return nil
+	}
+	type matrix struct {
+		ptr                 devPtr
+		rows, cols, boxRows int
+	}
+	C, N := d.cfg.Channels, d.opts.MaxStepTokens
+	mats := []matrix{{d.act.ln, N, C, wgTileM}, {d.act.attn, N, C, wgTileM}}
+	for _, l := range d.w.layers {
+		mats = append(mats, matrix{l.qkvW, 3 * C, C, wgWeightBoxRows}, matrix{l.attProjW, C, C, wgWeightBoxRows}, matrix{l.fcW, 4 * C, C, wgWeightBoxRows})
+	}
+	var err error
+	if d.wgArena, err = newCArena(len(mats)*tensorMapBytes + 4096); err != nil {
+		return err
+	}
+	host, err := d.wgArena.alloc(len(mats)*tensorMapBytes + 64)
+	if err != nil {
+		return err
+	}
+	host = unsafe.Pointer((uintptr(host) + 63) &^ 63) // CUtensorMap is 64-byte aligned
+	d.wgMaps = make(map[devPtr]uintptr, len(mats))
+	for i, m := range mats {
+		p := unsafe.Add(host, i*tensorMapBytes)
+		if err := d.g.encodeTensorMap(p, d.wgArena, m.ptr, m.rows, m.cols, m.cols, m.boxRows); err != nil {
+			return err
+		}
+		d.wgMaps[m.ptr] = uintptr(p)
+	}
+	return nil
+}
+
+// useWG reports whether a projection of rows x K goes through gemm_wg.cu.
+func (d *Device) useWG(rows, K int) bool {
+	return d.wgOK && rows > 0 && rows <= d.opts.WgmmaGemmRows && !d.useSkinny(rows) && !d.useGemv(rows) &&
+		K%wgTileK == 0 && K/wgTileK <= wgMaxKT
+}
+
+// wg runs out = x @ w^T through gemm_wg.cu when both have tensor maps and
+// oc fits a tile, reporting false (nothing launched) otherwise.
+func (d *Device) wg(out devPtr, ldo int, x, w, bias16, bias32 devPtr, rows, K, oc, mode int) (bool, error) {
+	xMap, okX := d.wgMaps[x]
+	wMap, okW := d.wgMaps[w]
+	bn := wgTileN(d.g.smCount, rows, oc)
+	if !okX || !okW || bn == 0 || ceilDiv(rows, wgTileM)*wgTileM > d.opts.MaxStepTokens {
+		return false, nil
+	}
+	return true, d.g.wgGemm(bn, wgClusterFor(d.wgCluster, oc/bn), out, ldo, xMap, wMap, bias16, bias32, rows, K, oc, mode)
+}
+
+// wgClusterFor is the largest cluster of at most want (a power of two)
+// column tiles that divides tiles.
+func wgClusterFor(want, tiles int) int {
+	c := max(want, 1)
+	for c > 1 && tiles%c != 0 {
+		c /= 2
+	}
+	return c
+}
+
+// SetWgmmaCluster sets how many column tiles of gemm_wg.cu share their x
+// rows through TMA multicast (1, 2 or 4; 0 = the default) for later steps,
+// dropping captured graphs (A/B measurements).
+func (d *Device) SetWgmmaCluster(c int) error {
+	if c == 0 {
+		c = wgDefaultCluster
+	}
+	if c != 1 && c != 2 && c != 4 {
+		return fmt.Errorf("cuda: gemm_wg clusters of %d blocks: want 1, 2 or 4", c)
+	}
+	return d.whenDrained(func() error {
+		d.dropGraphs()
+		d.wgCluster = c
+		return nil
+	})
+}
+
+// SetWgmmaGemmRows sets Options.WgmmaGemmRows (0 = the default, negative =
+// never) for later steps, dropping captured graphs.
+func (d *Device) SetWgmmaGemmRows(n int) error {
+	return d.whenDrained(func() error {
+		d.dropGraphs()
+		d.opts.WgmmaGemmRows = n
+		d.opts = withDefaults(d.opts)
+		return nil
+	})
+}
+
+// WgmmaAvailable reports whether gemm_wg.cu's kernels run on this device.
+func (d *Device) WgmmaAvailable() bool { return d.wgOK }

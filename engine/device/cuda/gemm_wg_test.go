@@ -1,0 +1,139 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"unsafe"
+)
+
+// TestWgmmaGemm runs gemm_wg.cu's kernels against a float64 reference over
+// the model's shapes at the decode row counts it serves and over odd ones:
+// rows that are no multiple of the 64-row tile (the TMA zero-fills the
+// rest), one and four k tiles, every tile width and epilogue.
+func TestWgmmaGemm(t *testing.T) {
+	g := testGPU(t)
+	if kernelArch(wgFile, g.arch, g.nv.major) == "" {
+		t.Skipf("gemm_wg.cu is built for sm_90a by NVRTC 12+ only; here %s, NVRTC %d.%d", g.arch, g.nv.major, g.nv.minor)
+	}
+	for _, bn := range wgTilesN {
+		if _, ok := g.kernels[wgKernelName(bn)]; !ok {
+			t.Fatalf("%s was not loaded", wgKernelName(bn))
+		}
+	}
+	r := rand.New(rand.NewPCG(43, 44))
+	for i, c := range []struct{ M, K, OC, mode, bn, cluster int }{
+		{128, 768, 2304, gemvOut16Bias, 0, 4}, // 0: the width the device picks
+		{128, 768, 3072, gemvOut16BiasGelu, 0, 4},
+		{128, 768, 768, gemvResidual, 0, 4},
+		{128, 768, 2304, gemvOut16Bias, 0, 1},
+		{128, 768, 768, gemvResidual, 0, 2},
+		{33, 768, 2304, gemvOut16Bias, 0, 4},
+		{48, 768, 768, gemvResidual, 0, 2},
+		{100, 768, 768, gemvOut32, 32, 4},
+		{64, 256, 96, gemvResidual, 16, 2}, // 4 k tiles: two a block of the cluster
+		{100, 192, 128, gemvOut32, 32, 4},  // 3 k tiles for 4 blocks: one fetches none
+		{7, 64, 64, gemvOut16BiasGelu, 64, 1},
+		{129, 512, 128, gemvOut16Bias, 64, 2},
+	} {
+		bn := c.bn
+		if bn == 0 {
+			bn = wgTileN(g.smCount, c.M, c.OC)
+		}
+		t.Run(fmt.Sprintf("M%d_K%d_OC%d_mode%d_n%d_cluster%d", c.M, c.K, c.OC, c.mode, bn, c.cluster), func(t *testing.T) {
+			runWgCase(t, testGPU(t), r, c.M, c.K, c.OC, c.mode, bn, c.cluster, i%2 == 0)
+		})
+	}
+}
+
+func runWgCase(t *testing.T, g *gpu, r *rand.Rand, M, K, OC, mode, bn, cluster int, twice bool) {
+	ldo, ldx := OC+24, K+8
+	W := roundF16(randn(r, OC*K, 1/float32(math.Sqrt(float64(K)))))
+	bias := randn(r, OC, 0.5)
+	bias16 := roundF16(bias)
+	x := roundF16(randn(r, M*ldx, 1))
+	fp32Out := mode == gemvResidual || mode == gemvOut32
+	elem := 2
+	if fp32Out {
+		elem = 4
+	}
+	init := make([]float32, M*ldo)
+	out := devBuf(t, g, elem*M*ldo)
+	if mode == gemvResidual {
+		copy(init, randn(r, M*ldo, 1))
+		out = upload(t, g, init)
+	}
+	if err := g.setMaxDynamicSmem(g.kernel(wgKernelName(bn)), wgSmem(bn, K)); err != nil {
+		t.Fatal(err)
+	}
+	dx, dW, db16, db32 := upload(t, g, toF16(x)), upload(t, g, toF16(W)), upload(t, g, toF16(bias16)), upload(t, g, bias)
+
+	arena, err := newCArena(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer arena.free()
+	host, _ := arena.alloc(3 * tensorMapBytes)
+	host = unsafe.Pointer((uintptr(host) + 63) &^ 63)
+	if err := g.encodeTensorMap(host, arena, dx, M, K, ldx, wgTileM); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.encodeTensorMap(unsafe.Add(host, tensorMapBytes), arena, dW, OC, K, K, wgWeightBoxRows); err != nil {
+		t.Fatal(err)
+	}
+
+	launches := 1
+	if twice && mode != gemvResidual {
+		launches = 2 // nothing may depend on state a launch leaves behind
+	}
+	for i := 0; i < launches; i++ {
+		if err := g.wgGemm(bn, cluster, out, ldo, uintptr(host), uintptr(host)+tensorMapBytes, db16, db32, M, K, OC, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := downloadOutput(t, g, out, M*ldo, fp32Out)
+	checkProjection(t, got, init, M, ldo, OC, K, mode, func(m, k int) float64 { return float64(x[m*ldx+k]) }, W, bias16, bias)
+}
+
+func TestWgTileN(t *testing.T) {
+	for _, c := range []struct{ rows, oc, want int }{
+		{128, 2304, 64}, // 72 blocks; 32 would be 144
+		{128, 3072, 64}, // 96
+		{128, 768, 16},  // 96
+		{64, 2304, 32},  // 72
+		{64, 768, 16},   // 48
+		{256, 3072, 64}, // 192 blocks at any width: the widest
+		{128, 100, 0},   // no multiple of 16
+	} {
+		if got := wgTileN(132, c.rows, c.oc); got != c.want {
+			t.Errorf("wgTileN(132, %d, %d) = %d, want %d", c.rows, c.oc, got, c.want)
+		}
+	}
+}
+
+func TestWgClusterFor(t *testing.T) {
+	for _, c := range []struct{ want, tiles, got int }{{4, 36, 4}, {4, 18, 2}, {4, 9, 1}, {2, 48, 2}, {0, 48, 1}, {1, 7, 1}} {
+		if got := wgClusterFor(c.want, c.tiles); got != c.got {
+			t.Errorf("wgClusterFor(%d, %d) = %d, want %d", c.want, c.tiles, got, c.got)
+		}
+	}
+}
+
+func TestKernelArch(t *testing.T) {
+	for _, c := range []struct {
+		file, arch string
+		nv         int
+		want       string
+	}{
+		{"gemv.cu", "sm_90", 11, "sm_90"},
+		{wgFile, "sm_90", 13, "sm_90a"},
+		{wgFile, "sm_90", 11, ""},
+		{wgFile, "sm_100", 13, ""},
+		{wgFile, "sm_80", 13, ""},
+	} {
+		if got := kernelArch(c.file, c.arch, c.nv); got != c.want {
+			t.Errorf("kernelArch(%s, %s, %d) = %q, want %q", c.file, c.arch, c.nv, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,224 @@
+// gemm_wg.cu: the projections of medium decode steps (more rows than
+// gemm_skinny takes, up to Options.WgmmaGemmRows) whose K fits in shared
+// memory whole (qkv, attproj and fc of GPT-2: K = 768), on Hopper's tensor
+// memory accelerator and warpgroup MMA. out(M, OC) = x(M, K) @ W(OC, K)^T,
+// then the epilogue of mma.cuh.
+//
+// Why not cuBLASLt: its kernels do not wait under programmatic dependent
+// launch (NOTES.md, ninth session), so each one starts only when the kernel
+// before it has ended, and its weight fetch cannot overlap that kernel's
+// tail. Why not gemm_skinny: at 64-128 rows its ldmatrix + mma.sync main
+// loop takes 8.5-11.5 us a projection where cuBLASLt's wgmma kernels take
+// 4.2-6.1 (cudabench -gemm-chain).
+//
+// A block of one warpgroup owns a 64 x BN output tile over all of K. Its
+// first thread asks the TMA for every k tile of its weight rows before
+// griddepcontrol.wait (weights are never written by a step), then for every
+// k tile of its x rows after it; each k tile has its own mbarrier, so the
+// warpgroup starts on tile 0 while the rest land. Boxes use the 128-byte
+// swizzle, which is the layout wgmma's descriptors read (rows of 64 halves,
+// 8-row groups of 1024 bytes). Built for sm_90a only (wgmma); elsewhere the
+// kernels are empty and never launched (gemm_wg.go).
+//
+// Measured on the H100 (NOTES.md, thirteenth session), decode step in a
+// graph: batch 48 0.591-0.617 ms against 0.626-0.658 with cuBLASLt, batch 64
+// 0.647-0.675 against 0.684-0.708. From 65 rows a step takes two row tiles
+// (each reads all of W; the second mostly padding) and loses: batch 80
+// 0.811-0.817 against 0.777, batch 128 0.986-1.025 against 0.966-0.983.
+// So Options.WgmmaGemmRows defaults to 64.
+#include "common.cuh"
+#include "mma.cuh"
+
+#define WG_BM 64      // rows of a tile (one wgmma M)
+#define WG_BK 64      // halves of a k tile: one 128-byte swizzled row
+#define WG_MAX_KT 12  // wgMaxKT: k tiles a block holds (K <= 768)
+#define WG_WBOX 16    // wgWeightBoxRows: weight rows per TMA box
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+
+// mbar_expect: this thread's arrival, announcing bytes of TMA traffic.
+__device__ __forceinline__ void mbar_expect(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+    asm volatile(
+        "{\n.reg .pred P1;\nWG_WAIT:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+        "@!P1 bra WG_WAIT;\n}" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+}
+
+// tma_load copies the box at (c0 = column, c1 = row) of the tensor map at
+// map (global memory) into shared memory at dst, completing on bar; with a
+// cta mask other than 0, into dst and onto bar in every block of the mask
+// (same offsets), as one read from L2.
+__device__ __forceinline__ void tma_load(uint32_t dst, const void* map, int c0, int c1, uint32_t bar, unsigned short mask) {
+    if (mask == 0)
+        asm volatile(
+            "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+            "l"(map), "r"(c0), "r"(c1), "r"(bar)
+            : "memory");
+    else
+        asm volatile(
+            "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(dst),
+            "l"(map), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
+            : "memory");
+}
+
+__device__ __forceinline__ uint32_t cluster_rank() {
+    uint32_t r;
+    asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+
+__device__ __forceinline__ uint32_t cluster_size() {
+    uint32_t n;
+    asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
+    return n;
+}
+
+// wg_desc describes a K-major operand at addr (1024-byte aligned tile, plus
+// 32 bytes per k16 step) laid out by the 128-byte swizzle: 8-row groups
+// 1024 bytes apart.
+__device__ __forceinline__ uint64_t wg_desc(uint32_t addr) {
+    return (uint64_t)((addr & 0x3FFFF) >> 4) | (1ull << 16) | ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
+}
+
+// wgmma_n16: d(64 x 16) += A(64 x 16) B(16 x 16)^T, both K-major in shared memory.
+__device__ __forceinline__ void wgmma_n16(float* d, uint64_t a, uint64_t b) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, 1, 1, 1, 0, 0;"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "l"(a), "l"(b));
+}
+
+// wgmma_n32: d(64 x 32) += A(64 x 16) B(32 x 16)^T, both K-major in shared memory.
+__device__ __forceinline__ void wgmma_n32(float* d, uint64_t a, uint64_t b) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, 1, 1, 1, 0, 0;"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(a), "l"(b));
+}
+
+// wgmma_n64: d(64 x 64) += A(64 x 16) B(64 x 16)^T, both K-major in shared memory.
+__device__ __forceinline__ void wgmma_n64(float* d, uint64_t a, uint64_t b) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, 1, 1, 1, 0, 0;"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(a), "l"(b));
+}
+
+template <int BN>
+__device__ __forceinline__ void wgmma_step(float* d, uint64_t a, uint64_t b) {
+    if constexpr (BN == 16) wgmma_n16(d, a, b);
+    if constexpr (BN == 32) wgmma_n32(d, a, b);
+    if constexpr (BN == 64) wgmma_n64(d, a, b);
+}
+
+// Grid (ceil(M / 64), OC / BN) in clusters of (1, C) (C = 1, 2 or 4: the
+// blocks of a cluster share their x rows), 128 threads, KT * (64 + BN) * 128
+// + 1024 bytes of dynamic shared memory (wgSmem). tx maps x (rows x K, box
+// 64 x 64 halves), tw maps W (OC x K, box WG_WBOX x 64); both are
+// CUtensorMaps passed by value (__grid_constant__: the TMA reads them in
+// parameter memory). K is a multiple of 64, at most WG_MAX_KT
+// tiles; OC a multiple of BN * C; x's map covers every row of the last tile.
+//
+// Each block of a cluster fetches every C-th k tile of the x rows and the
+// TMA multicasts it to all C (one L2 read instead of C: the column tiles
+// all want the same x lines at the same moment, and L2 serves lines that
+// many blocks ask for at once slowly, NOTES.md).
+template <int BN>
+__device__ __forceinline__ void gemm_wg_impl(const void* tx, const void* tw, void* out, int ldo, const half_t* bias16,
+                                             const float* bias32, int M, int K, int OC, int mode) {
+    extern __shared__ unsigned char wg_raw[];
+    __shared__ __align__(8) uint64_t bars[WG_MAX_KT];
+    constexpr int A_BYTES = WG_BM * WG_BK * 2, STAGE = (WG_BM + BN) * WG_BK * 2;
+    const int KT = K / WG_BK, n0 = blockIdx.y * BN, m0 = blockIdx.x * WG_BM;
+    const uint32_t base = (smem_u32(wg_raw) + 1023u) & ~1023u, bar0 = smem_u32(bars);
+    const uint32_t crank = cluster_rank(), csize = cluster_size();
+
+    grid_dep_launch();
+    if (threadIdx.x == 0) {
+        for (int kt = 0; kt < KT; kt++) mbar_init(bar0 + 8 * kt, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        // Weights first: no kernel of this step writes them.
+        for (int kt = 0; kt < KT; kt++) {
+            mbar_expect(bar0 + 8 * kt, STAGE);  // the weight and the x boxes of tile kt
+            for (int j = 0; j < BN / WG_WBOX; j++)
+                tma_load(base + kt * STAGE + A_BYTES + j * WG_WBOX * WG_BK * 2, tw, kt * WG_BK, n0 + j * WG_WBOX, bar0 + 8 * kt, 0);
+        }
+    }
+    // Every block's barriers are initialised before anyone waits on them or
+    // multicasts onto them.
+    if (csize > 1)
+        cluster_sync();
+    else
+        __syncthreads();
+    grid_dep_wait();  // x and the output belong to earlier kernels
+    if (threadIdx.x == 0) {
+        const unsigned short mask = csize > 1 ? (unsigned short)((1u << csize) - 1) : 0;
+        for (int kt = 0; kt < KT; kt++)
+            if (kt % csize == crank) tma_load(base + kt * STAGE, tx, kt * WG_BK, m0, bar0 + 8 * kt, mask);
+    }
+
+    float acc[BN / 2];
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++) acc[i] = 0.f;
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++) asm volatile("" : "+f"(acc[i])::"memory");
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+    for (int kt = 0; kt < KT; kt++) {
+        mbar_wait(bar0 + 8 * kt, 0);
+        const uint32_t a = base + kt * STAGE, b = a + A_BYTES;
+#pragma unroll
+        for (int kk = 0; kk < WG_BK / 16; kk++) wgmma_step<BN>(acc, wg_desc(a + kk * 32), wg_desc(b + kk * 32));
+        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++) asm volatile("" : "+f"(acc[i])::"memory");
+
+    // Accumulator j * 4 + e of a thread: row 16 * warp + lane / 4 (+8 for
+    // e >= 2), column 8 * j + 2 * (lane % 4) (+1 for odd e), as mma.sync's.
+    // Every x box this block multicast has landed in the others too: each
+    // waited for all of its own before getting here, so no block leaves
+    // while its shared memory is still a destination.
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+    for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int row = m0 + warp * 16 + lane / 4 + (e >> 1) * 8, col = n0 + j * 8 + (lane % 4) * 2 + (e & 1);
+            if (row < M && col < OC) epilogue(out, (size_t)row * ldo + col, col, acc[j * 4 + e], bias16, bias32, mode);
+        }
+}
+#endif
+
+// TmaMap is a CUtensorMap (cuda.h), opaque to the kernel.
+struct __align__(64) TmaMap {
+    unsigned long long opaque[16];
+};
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define WG_BODY(BN) gemm_wg_impl<BN>(&tx, &tw, out, ldo, bias16, bias32, M, K, OC, mode);
+#else
+#define WG_BODY(BN)
+#endif
+
+#define WG_KERNEL(BN)                                                                                              \
+    extern "C" __global__ void __launch_bounds__(128, 1)                                                           \
+        gemm_wg_n##BN(const __grid_constant__ TmaMap tx, const __grid_constant__ TmaMap tw, void* out, int ldo, const half_t* bias16, const float* bias32, \
+                      int M, int K, int OC, int mode) {                                                            \
+        WG_BODY(BN)                                                                                                \
+    }
+WG_KERNEL(16)
+WG_KERNEL(32)
+WG_KERNEL(64)
