@@ -2,7 +2,6 @@ package cuda
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"testing"
 	"unsafe"
@@ -48,52 +47,27 @@ func TestWgmmaGemm(t *testing.T) {
 }
 
 func runWgCase(t *testing.T, g *gpu, r *rand.Rand, M, K, OC, mode, bn, cluster int, twice bool) {
-	ldo, ldx := OC+24, K+8
-	W := roundF16(randn(r, OC*K, 1/float32(math.Sqrt(float64(K)))))
-	bias := randn(r, OC, 0.5)
-	bias16 := roundF16(bias)
-	x := roundF16(randn(r, M*ldx, 1))
-	fp32Out := mode == gemvResidual || mode == gemvOut32
-	elem := 2
-	if fp32Out {
-		elem = 4
-	}
-	init := make([]float32, M*ldo)
-	out := devBuf(t, g, elem*M*ldo)
-	if mode == gemvResidual {
-		copy(init, randn(r, M*ldo, 1))
-		out = upload(t, g, init)
-	}
+	c := newProjCase(t, g, r, M, K, OC, mode)
 	if err := g.setMaxDynamicSmem(g.kernel(wgKernelName(bn)), wgSmem(bn, K)); err != nil {
 		t.Fatal(err)
 	}
-	dx, dW, db16, db32 := upload(t, g, toF16(x)), upload(t, g, toF16(W)), upload(t, g, toF16(bias16)), upload(t, g, bias)
-
 	arena, err := newCArena(4096)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer arena.free()
 	host, _ := arena.alloc(3 * tensorMapBytes)
-	host = unsafe.Pointer((uintptr(host) + 63) &^ 63)
-	if err := g.encodeTensorMap(host, arena, dx, M, K, ldx, wgTileM); err != nil {
+	host = unsafe.Pointer((uintptr(host) + 63) &^ 63) // CUtensorMap is 64-byte aligned
+	xMap, wMap := host, unsafe.Add(host, tensorMapBytes)
+	if err := g.encodeTensorMap(xMap, arena, c.dx, M, K, c.ldx, wgTileM); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.encodeTensorMap(unsafe.Add(host, tensorMapBytes), arena, dW, OC, K, K, wgWeightBoxRows); err != nil {
+	if err := g.encodeTensorMap(wMap, arena, c.dW, OC, K, K, wgWeightBoxRows); err != nil {
 		t.Fatal(err)
 	}
-
-	launches := 1
-	if twice && mode != gemvResidual {
-		launches = 2 // nothing may depend on state a launch leaves behind
-	}
-	for i := 0; i < launches; i++ {
-		if err := g.wgGemm(bn, cluster, out, ldo, uintptr(host), uintptr(host)+tensorMapBytes, db16, db32, M, K, OC, mode); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got := downloadOutput(t, g, out, M*ldo, fp32Out)
-	checkProjection(t, got, init, M, ldo, OC, K, mode, func(m, k int) float64 { return float64(x[m*ldx+k]) }, W, bias16, bias)
+	c.runAndCheck(t, g, twice, func() error {
+		return g.wgGemm(bn, cluster, c.out, c.ldo, uintptr(xMap), uintptr(wMap), c.db16, c.db32, M, K, OC, mode)
+	})
 }
 
 func TestWgTileN(t *testing.T) {

@@ -186,38 +186,64 @@ func TestSkinnyGemm(t *testing.T) {
 }
 
 func runSkinnyCase(t *testing.T, g *gpu, r *rand.Rand, M, K, OC, mode int, sh skinnyShape, twice bool) {
-	ldo, ldx := OC+24, K+8
-	W := roundF16(randn(r, OC*K, 1/float32(math.Sqrt(float64(K)))))
-	bias := randn(r, OC, 0.5)
-	bias16 := roundF16(bias)
-	x := roundF16(randn(r, M*ldx, 1))
-	fp32Out := mode == gemvResidual || mode == gemvOut32
-	elem := 2
-	if fp32Out {
-		elem = 4
-	}
-	init := make([]float32, M*ldo)
-	out := devBuf(t, g, elem*M*ldo)
-	if mode == gemvResidual {
-		copy(init, randn(r, M*ldo, 1))
-		out = upload(t, g, init)
-	}
+	c := newProjCase(t, g, r, M, K, OC, mode)
 	k := g.kernel(sh.k.name)
 	if err := g.setMaxDynamicSmem(k, sh.k.smem()); err != nil {
 		t.Fatal(err)
 	}
-	dx, dW, db16, db32 := upload(t, g, toF16(x)), upload(t, g, toF16(W)), upload(t, g, toF16(bias16)), upload(t, g, bias)
+	c.runAndCheck(t, g, twice, func() error {
+		return g.skinnyGemm(k, sh, c.out, c.ldo, c.dx, c.ldx, c.dW, c.db16, c.db32, M, K, OC, mode)
+	})
+}
+
+// projCase is a random projection on the GPU: x (fp16 values, rows padded
+// to ldx), W, both biases, and an output buffer of rows padded to ldo that
+// is NaN poison, or holds a random residual stream for the residual
+// epilogue.
+type projCase struct {
+	M, K, OC, mode, ldo, ldx int
+	x, W, bias, bias16, init []float32
+	dx, dW, db16, db32, out  devPtr
+}
+
+func newProjCase(t *testing.T, g *gpu, r *rand.Rand, M, K, OC, mode int) *projCase {
+	c := &projCase{M: M, K: K, OC: OC, mode: mode, ldo: OC + 24, ldx: K + 8}
+	c.W = roundF16(randn(r, OC*K, 1/float32(math.Sqrt(float64(K)))))
+	c.bias = randn(r, OC, 0.5)
+	c.bias16 = roundF16(c.bias)
+	c.x = roundF16(randn(r, M*c.ldx, 1))
+	elem := 2
+	if c.fp32Out() {
+		elem = 4
+	}
+	c.init = make([]float32, M*c.ldo)
+	c.out = devBuf(t, g, elem*M*c.ldo)
+	if mode == gemvResidual {
+		copy(c.init, randn(r, M*c.ldo, 1))
+		c.out = upload(t, g, c.init)
+	}
+	c.dx, c.dW, c.db16, c.db32 = upload(t, g, toF16(c.x)), upload(t, g, toF16(c.W)), upload(t, g, toF16(c.bias16)), upload(t, g, c.bias)
+	return c
+}
+
+func (c *projCase) fp32Out() bool { return c.mode == gemvResidual || c.mode == gemvOut32 }
+
+// runAndCheck launches the projection (twice when twice and the epilogue
+// does not accumulate: nothing may depend on state a launch leaves behind)
+// and checks the output against the float64 reference.
+func (c *projCase) runAndCheck(t *testing.T, g *gpu, twice bool, launch func() error) {
+	t.Helper()
 	launches := 1
-	if twice && mode != gemvResidual {
-		launches = 2 // nothing may depend on state a launch leaves behind
+	if twice && c.mode != gemvResidual {
+		launches = 2
 	}
 	for i := 0; i < launches; i++ {
-		if err := g.skinnyGemm(k, sh, out, ldo, dx, ldx, dW, db16, db32, M, K, OC, mode); err != nil {
+		if err := launch(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	got := downloadOutput(t, g, out, M*ldo, fp32Out)
-	checkProjection(t, got, init, M, ldo, OC, K, mode, func(m, k int) float64 { return float64(x[m*ldx+k]) }, W, bias16, bias)
+	got := downloadOutput(t, g, c.out, c.M*c.ldo, c.fp32Out())
+	checkProjection(t, got, c.init, c.M, c.ldo, c.OC, c.K, c.mode, func(m, k int) float64 { return float64(c.x[m*c.ldx+k]) }, c.W, c.bias16, c.bias)
 }
 
 // downloadOutput reads n outputs of a projection, fp32 or fp16, as floats.
