@@ -237,10 +237,8 @@ func (d *Device) residualGemm(inp, w, bias32, bias16 devPtr, N, K int) error {
 	if d.useSkinny(N) {
 		return d.skinny(d.act.residual, C, inp, K, w, 0, bias32, N, K, C, gemvResidual)
 	}
-	if d.useWG(N, K) {
-		if ok, err := d.wg(d.act.residual, C, inp, w, 0, bias32, N, K, C, gemvResidual); ok || err != nil {
-			return err
-		}
+	if ok, err := d.wg(d.act.residual, C, inp, w, 0, bias32, N, K, C, gemvResidual); ok || err != nil {
+		return err
 	}
 	rows := gemmRows(N, d.opts.MaxStepTokens) // a bucket prewarm planned
 	if !d.noFusedResidual {
@@ -271,10 +269,8 @@ func (d *Device) projection(out devPtr, ldo int, inp, w, bias16 devPtr, N, K, oc
 	if d.useSkinny(N) {
 		return d.skinny(out, ldo, inp, K, w, bias16, 0, N, K, oc, mode)
 	}
-	if d.useWG(N, K) {
-		if ok, err := d.wg(out, ldo, inp, w, bias16, 0, N, K, oc, mode); ok || err != nil {
-			return err
-		}
+	if ok, err := d.wg(out, ldo, inp, w, bias16, 0, N, K, oc, mode); ok || err != nil {
+		return err
 	}
 	epi := epilogueBias
 	if gelu {

@@ -174,9 +174,13 @@ func (d *Device) useWG(rows, K int) bool {
 		K%wgTileK == 0 && K/wgTileK <= wgMaxKT
 }
 
-// wg runs out = x @ w^T through gemm_wg.cu when both have tensor maps and
-// oc fits a tile, reporting false (nothing launched) otherwise.
+// wg runs out = x @ w^T through gemm_wg.cu when useWG takes the step, both
+// have tensor maps and oc fits a tile, reporting false (nothing launched)
+// otherwise.
 func (d *Device) wg(out devPtr, ldo int, x, w, bias16, bias32 devPtr, rows, K, oc, mode int) (bool, error) {
+	if !d.useWG(rows, K) {
+		return false, nil
+	}
 	xMap, okX := d.wgMaps[x]
 	wMap, okW := d.wgMaps[w]
 	bn := wgTileN(d.g.smCount, rows, oc)
