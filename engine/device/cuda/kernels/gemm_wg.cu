@@ -123,6 +123,45 @@ __device__ __forceinline__ void wgmma_step(float* d, uint64_t a, uint64_t b) {
     if constexpr (BN == 64) wgmma_n64(d, a, b);
 }
 
+// A warpgroup's epilogue over its 64 x BN tile at (m0, n0). Accumulator
+// j * 4 + e of a thread: row 16 * warp + lane / 4 (+8 for e >= 2), column
+// 8 * j + 2 * (lane % 4) (+1 for odd e), as mma.sync's. wg_epilogue_load
+// fetches the thread's biases and (residual epilogue) prior output values
+// once the grid wait is over, before the main loop, so their round trip
+// overlaps it; loaded between the stores they would each wait for the
+// one before (out may alias them, as far as the compiler knows).
+template <int BN>
+struct WgEpilogue {
+    float bias[BN / 4], prior[BN / 2];
+};
+
+__device__ __forceinline__ int wg_row(int m0, int e) { return m0 + threadIdx.x / 32 % 4 * 16 + threadIdx.x % 32 / 4 + (e >> 1) * 8; }
+__device__ __forceinline__ int wg_col(int n0, int j, int e) { return n0 + j * 8 + threadIdx.x % 4 * 2 + (e & 1); }
+
+template <int BN>
+__device__ __forceinline__ void wg_epilogue_load(WgEpilogue<BN>& ep, int m0, int n0, const void* out, int ldo, const half_t* bias16,
+                                                 const float* bias32, int M, int OC, int mode) {
+#pragma unroll
+    for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int row = wg_row(m0, e), col = wg_col(n0, j, e);
+            if (e < 2) ep.bias[j * 2 + e] = bias_of(col, OC, bias16, bias32, mode);
+            ep.prior[j * 4 + e] = mode == GEMV_RESIDUAL && row < M && col < OC ? ((const float*)out)[(size_t)row * ldo + col] : 0.f;
+        }
+}
+
+template <int BN>
+__device__ __forceinline__ void wg_store(const float* acc, const WgEpilogue<BN>& ep, int m0, int n0, void* out, int ldo, int M, int OC, int mode) {
+#pragma unroll
+    for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int row = wg_row(m0, e), col = wg_col(n0, j, e);
+            if (row < M && col < OC) store_biased(out, (size_t)row * ldo + col, acc[j * 4 + e] + ep.bias[j * 2 + (e & 1)], mode, ep.prior[j * 4 + e]);
+        }
+}
+
 // Grid (ceil(M / 64), OC / BN) in clusters of (1, C) (C = 1, 2 or 4: the
 // blocks of a cluster share their x rows), 128 threads, KT * (64 + BN) * 128
 // + 1024 bytes of dynamic shared memory (wgSmem). tx maps x (rows x K, box
@@ -168,6 +207,8 @@ __device__ __forceinline__ void gemm_wg_impl(const void* tx, const void* tw, voi
         for (int kt = 0; kt < KT; kt++)
             if (kt % csize == crank) tma_load(base + kt * STAGE, tx, kt * WG_BK, m0, bar0 + 8 * kt, mask);
     }
+    WgEpilogue<BN> ep;
+    wg_epilogue_load<BN>(ep, m0, n0, out, ldo, bias16, bias32, M, OC, mode);
 
     float acc[BN / 2];
 #pragma unroll
@@ -186,19 +227,10 @@ __device__ __forceinline__ void gemm_wg_impl(const void* tx, const void* tw, voi
 #pragma unroll
     for (int i = 0; i < BN / 2; i++) asm volatile("" : "+f"(acc[i])::"memory");
 
-    // Accumulator j * 4 + e of a thread: row 16 * warp + lane / 4 (+8 for
-    // e >= 2), column 8 * j + 2 * (lane % 4) (+1 for odd e), as mma.sync's.
     // Every x box this block multicast has landed in the others too: each
     // waited for all of its own before getting here, so no block leaves
     // while its shared memory is still a destination.
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-#pragma unroll
-    for (int j = 0; j < BN / 8; j++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const int row = m0 + warp * 16 + lane / 4 + (e >> 1) * 8, col = n0 + j * 8 + (lane % 4) * 2 + (e & 1);
-            if (row < M && col < OC) epilogue(out, (size_t)row * ldo + col, col, acc[j * 4 + e], bias16, bias32, mode);
-        }
+    wg_store<BN>(acc, ep, m0, n0, out, ldo, M, OC, mode);
 }
 #endif
 
