@@ -24,8 +24,8 @@ func TestWideDecodeLogits(t *testing.T) {
 	for _, c := range []struct{ warps, wgRows, S, graph int }{
 		{0, 0, 72, 80},
 		{-1, 0, 72, 80},
-		{0, 128, 72, 80}, // gemm_wg over two row tiles, the second mostly padding
-		{0, 0, 44, 48},   // gemm_wg by default
+		{0, 64, 72, 80}, // cuBLASLt; by default gemm_wg over two row tiles, the second mostly padding
+		{0, 0, 44, 48},
 		{0, -1, 44, 48},
 	} {
 		name := fmt.Sprintf("DecodeWarpsPerSM %d, WgmmaGemmRows %d, %d sequences", c.warps, c.wgRows, c.S)

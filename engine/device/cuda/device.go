@@ -69,9 +69,8 @@ type Options struct {
 	// WgmmaGemmRows: steps of more token rows than GemvMaxRows and
 	// SkinnyGemmRows and at most this many run their qkv, attention and fc
 	// projections (K = C <= 768) through gemm_wg.cu (TMA + wgmma, sm_90a)
-	// instead of cuBLASLt. 0 = the default (64: on the H100 batch 48 and 64
-	// decode steps are ~5% faster, while from 65 rows it loses), negative =
-	// never (the A/B switch).
+	// instead of cuBLASLt. 0 = the default (128: on the H100 decode steps
+	// of batch 48-128 are 3-11% faster), negative = never (the A/B switch).
 	WgmmaGemmRows int
 	// NoPDL launches kernels without programmatic dependent launch (each
 	// kernel then starts only when the previous one has finished): the A/B
@@ -111,7 +110,7 @@ var DefaultOptions = Options{
 	GPUMemoryUtilization: 0.9,
 	GemvMaxRows:          maxGemvRows,
 	SkinnyGemmRows:       32,
-	WgmmaGemmRows:        64,
+	WgmmaGemmRows:        128,
 	ChunkRows:            16,
 	DecodeWarpsPerSM:     24,
 }

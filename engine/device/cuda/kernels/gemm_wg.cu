@@ -20,12 +20,14 @@
 // 8-row groups of 1024 bytes). Built for sm_90a only (wgmma); elsewhere the
 // kernels are empty and never launched (gemm_wg.go).
 //
-// Measured on the H100 (NOTES.md, thirteenth session), decode step in a
-// graph: batch 48 0.591-0.617 ms against 0.626-0.658 with cuBLASLt, batch 64
-// 0.647-0.675 against 0.684-0.708. From 65 rows a step takes two row tiles
-// (each reads all of W; the second mostly padding) and loses: batch 80
-// 0.811-0.817 against 0.777, batch 128 0.986-1.025 against 0.966-0.983.
-// So Options.WgmmaGemmRows defaults to 64.
+// Measured on the H100 (NOTES.md, thirteenth and fourteenth sessions),
+// decode step in a graph against cuBLASLt for the same projections: batch
+// 48 0.556-0.563 ms against 0.624-0.687, batch 64 0.609-0.621 against
+// 0.681-0.689, batch 80 0.747-0.751 against 0.777-0.780, batch 96
+// 0.806-0.812 against 0.840-0.850, batch 128 0.940-0.948 against
+// 0.965-0.986. From 65 rows a step takes two row tiles, each reading all
+// of W (the second mostly padding at 80 rows), and still gains. So
+// Options.WgmmaGemmRows defaults to 128.
 #include "common.cuh"
 #include "mma.cuh"
 

@@ -281,6 +281,7 @@ var decodeVariants = []variant{
 	{"graph, skinny GEMM up to 128 rows", setVariant(config{skinnyRows: 128})},
 	{"graph, cuBLASLt above 16 rows", setVariant(config{skinnyRows: -1, wgRows: -1})},
 	{"graph, cuBLASLt for qkv, attproj and fc above 32 rows", setVariant(config{wgRows: -1})},
+	{"graph, gemm_wg up to 64 rows", setVariant(config{wgRows: 64})},
 	{"graph, gemm_wg in clusters of 2", setVariant(config{wgCluster: 2})},
 	{"graph, gemm_wg without clusters", setVariant(config{wgCluster: 1})},
 	{"graph, gemv LM head, full-row sampler", setVariant(config{noTiledLMHead: true})},
