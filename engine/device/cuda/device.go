@@ -70,7 +70,7 @@ type Options struct {
 	// SkinnyGemmRows and at most this many run their qkv, attention and fc
 	// projections (K = C <= 768) through gemm_wg.cu (TMA + wgmma, sm_90a)
 	// instead of cuBLASLt. 0 = the default (128: on the H100 decode steps
-	// of batch 48-128 are 3-11% faster), negative = never (the A/B switch).
+	// of batch 48-128 are 3-12% faster), negative = never (the A/B switch).
 	WgmmaGemmRows int
 	// NoPDL launches kernels without programmatic dependent launch (each
 	// kernel then starts only when the previous one has finished): the A/B
