@@ -21,23 +21,32 @@ func TestWideDecodeLogits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct{ warps, wgRows, S, graph int }{
-		{0, 0, 72, 80},
-		{-1, 0, 72, 80},
-		{0, 64, 72, 80}, // cuBLASLt; by default gemm_wg over two row tiles, the second mostly padding
-		{0, 0, 44, 48},
-		{0, -1, 44, 48},
+	for _, c := range []struct {
+		warps, wgRows, S, graph int
+		noSplitK                bool // Options.NoWgmmaSplitK
+	}{
+		{0, 0, 72, 80, false},
+		{-1, 0, 72, 80, false},
+		{0, 64, 72, 80, false}, // cuBLASLt; by default gemm_wg over two row tiles, the second mostly padding
+		{0, 0, 72, 80, true},
+		{0, 0, 44, 48, false},
+		{0, -1, 44, 48, false},
 	} {
-		name := fmt.Sprintf("DecodeWarpsPerSM %d, WgmmaGemmRows %d, %d sequences", c.warps, c.wgRows, c.S)
-		d := newTestDevice(t, w, Options{MaxStepTokens: 4096, MaxSeqs: 128, DecodeWarpsPerSM: c.warps, WgmmaGemmRows: c.wgRows})
+		name := fmt.Sprintf("DecodeWarpsPerSM %d, WgmmaGemmRows %d, NoWgmmaSplitK %v, %d sequences", c.warps, c.wgRows, c.noSplitK, c.S)
+		d := newTestDevice(t, w, Options{MaxStepTokens: 4096, MaxSeqs: 128, DecodeWarpsPerSM: c.warps, WgmmaGemmRows: c.wgRows,
+			NoWgmmaSplitK: c.noSplitK})
 		S := c.S
 		nsplit, r4 := d.decodeSplits(c.graph)
 		if c.S == 72 && r4 != (c.warps == 0) {
 			t.Fatalf("%s: %d splits, 80-register kernel %v", name, nsplit, r4)
 		}
-		wg := d.useWG(c.graph, w.Config.Channels)
+		wg := d.useWG(c.graph, w.Config.Channels, gemvOut16Bias)
 		if want := c.graph <= d.opts.WgmmaGemmRows && kernelArch(wgFile, d.g.arch, d.g.nv.major) != ""; wg != want {
 			t.Fatalf("%s: gemm_wg %v at %d rows, want %v", name, wg, c.graph, want)
+		}
+		// fcproj (K = 4C = 1024 here: two slices) goes through gemm_wg too unless NoWgmmaSplitK.
+		if split := d.useWG(c.graph, 4*w.Config.Channels, gemvResidual); split != (wg && !c.noSplitK) {
+			t.Fatalf("%s: fcproj through gemm_wg %v at %d rows", name, split, c.graph)
 		}
 		t.Logf("%s: %d key splits, 80-register kernel %v, gemm_wg %v", name, nsplit, r4, wg)
 		r := rand.New(rand.NewPCG(42, 43))

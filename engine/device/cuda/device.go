@@ -68,10 +68,15 @@ type Options struct {
 	SkinnyGemmRows int
 	// WgmmaGemmRows: steps of more token rows than GemvMaxRows and
 	// SkinnyGemmRows and at most this many run their qkv, attention and fc
-	// projections (K = C <= 768) through gemm_wg.cu (TMA + wgmma, sm_90a)
-	// instead of cuBLASLt. 0 = the default (128: on the H100 decode steps
+	// projections (K = C <= 768), and fcproj unless NoWgmmaSplitK, through
+	// gemm_wg.cu (TMA + wgmma, sm_90a) instead of cuBLASLt. 0 = the default (128: on the H100 decode steps
 	// of batch 48-128 are 3-12% faster), negative = never (the A/B switch).
 	WgmmaGemmRows int
+	// NoWgmmaSplitK leaves the projection with K > 768 (fcproj) to cuBLASLt
+	// instead of gemm_wg.cu with K split over blocks whose sums are added
+	// into the residual stream (fp32 atomics: the last bits of the sums may
+	// differ between runs): the A/B switch.
+	NoWgmmaSplitK bool
 	// NoPDL launches kernels without programmatic dependent launch (each
 	// kernel then starts only when the previous one has finished): the A/B
 	// switch for the kernels' early weight fetch (common.cuh).

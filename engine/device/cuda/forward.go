@@ -66,16 +66,7 @@ func (d *Device) forward(p *stepPlan) error {
 				return err
 			}
 		} else {
-			if err := d.layernorm(a.ln, a.residual, 0, w.ln1W, w.ln1B, N, eps); err != nil {
-				return err
-			}
-			if err := d.mark("layernorm"); err != nil {
-				return err
-			}
-			if err := d.projection(a.qkv, 3*C, a.ln, w.qkvW, w.qkvB, N, C, 3*C, false); err != nil {
-				return err
-			}
-			if err := d.mark("gemm_qkv"); err != nil {
+			if err := d.lnProjection(a.qkv, 3*C, w.ln1W, w.ln1B, w.qkvW, w.qkvB, N, 3*C, false, "gemm_qkv"); err != nil {
 				return err
 			}
 		}
@@ -152,16 +143,7 @@ func (d *Device) forward(p *stepPlan) error {
 		if err := d.mark("gemm_attproj"); err != nil {
 			return err
 		}
-		if err := d.layernorm(a.ln, a.residual, 0, w.ln2W, w.ln2B, N, eps); err != nil {
-			return err
-		}
-		if err := d.mark("layernorm"); err != nil {
-			return err
-		}
-		if err := d.projection(a.fc, 4*C, a.ln, w.fcW, w.fcB, N, C, 4*C, true); err != nil {
-			return err
-		}
-		if err := d.mark("gemm_fc_gelu"); err != nil {
+		if err := d.lnProjection(a.fc, 4*C, w.ln2W, w.ln2B, w.fcW, w.fcB, N, 4*C, true, "gemm_fc_gelu"); err != nil {
 			return err
 		}
 		if err := d.residualGemm(a.fc, w.fcProjW, w.fcProjB, w.fcProjB16, N, 4*C); err != nil {
@@ -258,14 +240,34 @@ func (d *Device) residualGemm(inp, w, bias32, bias16 devPtr, N, K int) error {
 	return g.launch(d.kResidualAdd, ceilDiv(N*C, 256), 1, 1, 256, 0, argPtr(d.act.residual), argPtr(d.act.delta), argInt(N*C))
 }
 
+// lnProjection writes out(N, oc) fp16 = LayerNorm(residual; lnW, lnB) @ w^T
+// + bias16 [then GELU] through a LayerNorm kernel into act.ln and
+// projection. name marks the projection's span.
+func (d *Device) lnProjection(out devPtr, ldo int, lnW, lnB, w, bias16 devPtr, N, oc int, gelu bool, name string) error {
+	if err := d.layernorm(d.act.ln, d.act.residual, 0, lnW, lnB, N, d.cfg.LayerNormEpsilon); err != nil {
+		return err
+	}
+	if err := d.mark("layernorm"); err != nil {
+		return err
+	}
+	if err := d.projection(out, ldo, d.act.ln, w, bias16, N, d.cfg.Channels, oc, gelu); err != nil {
+		return err
+	}
+	return d.mark(name)
+}
+
+func projectionMode(gelu bool) int {
+	if gelu {
+		return gemvOut16BiasGelu
+	}
+	return gemvOut16Bias
+}
+
 // projection writes out(N, oc) fp16 = inp(N, K) @ w^T + bias16 [then GELU]
 // through gemm_skinny.cu, gemm_wg.cu or cuBLASLt (over gemmRows(N) rows, see
 // prewarm.go).
 func (d *Device) projection(out devPtr, ldo int, inp, w, bias16 devPtr, N, K, oc int, gelu bool) error {
-	mode := gemvOut16Bias
-	if gelu {
-		mode = gemvOut16BiasGelu
-	}
+	mode := projectionMode(gelu)
 	if d.useSkinny(N) {
 		return d.skinny(out, ldo, inp, K, w, bias16, 0, N, K, oc, mode)
 	}

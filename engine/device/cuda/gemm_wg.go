@@ -30,7 +30,30 @@ const (
 // first.
 var wgTilesN = []int{16, 32, 64}
 
-func wgKernelName(bn int) string { return fmt.Sprintf("gemm_wg_n%d", bn) }
+// wgKind is which kernel family of gemm_wg.cu a launch takes (its KIND).
+type wgKind int
+
+const (
+	wgPlain wgKind = iota // K in one slice
+	wgSplit               // K split over blocks that add into the fp32 output
+)
+
+var wgKinds = []wgKind{wgPlain, wgSplit}
+
+func wgKernelName(bn int, kind wgKind) string {
+	return fmt.Sprintf("gemm_wg_%sn%d", [...]string{"", "sk_"}[kind], bn)
+}
+
+// wgKernelNames are every kernel of gemm_wg.cu.
+func wgKernelNames() []string {
+	var names []string
+	for _, kind := range wgKinds {
+		for _, bn := range wgTilesN {
+			names = append(names, wgKernelName(bn, kind))
+		}
+	}
+	return names
+}
 
 // wgSmem is a block's dynamic shared memory for K: every k tile of its 64 x
 // 64 x and BN x 64 weight boxes, and 1 KiB to align them to the swizzle's
@@ -98,10 +121,15 @@ func (g *gpu) encodeTensorMap(dst unsafe.Pointer, scratch *cArena, ptr devPtr, r
 }
 
 // wgGemm launches gemm_wg_n<bn> over rows in clusters of cluster column
-// tiles: xMap and wMap are the C addresses of tensor maps of x (boxes of 64
-// rows) and W (boxes of wgWeightBoxRows rows), passed by value.
-func (g *gpu) wgGemm(bn, cluster int, out devPtr, ldo int, xMap, wMap uintptr, bias16, bias32 devPtr, rows, K, oc, mode int) error {
-	return g.launchClusterRefs(g.kernel(wgKernelName(bn)), ceilDiv(rows, wgTileM), oc/bn, 1, cluster, 128, wgSmem(bn, K),
+// tiles, or gemm_wg_sk_n<bn> over splits slices of K each (the residual
+// epilogue): xMap and wMap are the C addresses of tensor maps of x (boxes of
+// 64 rows) and W (boxes of wgWeightBoxRows rows), passed by value.
+func (g *gpu) wgGemm(bn, cluster, splits int, out devPtr, ldo int, xMap, wMap uintptr, bias16, bias32 devPtr, rows, K, oc, mode int) error {
+	kind := wgPlain
+	if splits > 1 {
+		kind = wgSplit
+	}
+	return g.launchClusterRefs(g.kernel(wgKernelName(bn, kind)), ceilDiv(rows, wgTileM), oc/bn, splits, cluster, 128, wgSmem(bn, K),
 		[]uintptr{xMap, wMap}, argPtr(out), argInt(ldo), argPtr(bias16), argPtr(bias32),
 		argInt(rows), argInt(K), argInt(oc), argInt(mode))
 }
@@ -114,13 +142,16 @@ func (d *Device) resolveWG() error {
 	if d.g.drv.cuTensorMapEncodeTiled == 0 || C%wgTileK != 0 || C/wgTileK > wgMaxKT {
 		return nil
 	}
-	for _, bn := range wgTilesN {
-		k, ok := d.g.kernels[wgKernelName(bn)]
-		if !ok || wgSmem(bn, C) > d.g.smemOptIn {
-			return nil
-		}
-		if err := d.g.setMaxDynamicSmem(k, wgSmem(bn, C)); err != nil {
-			return err
+	for _, kind := range wgKinds {
+		for _, bn := range wgTilesN {
+			k, ok := d.g.kernels[wgKernelName(bn, kind)]
+			smem := wgSmem(bn, wgMaxKT*wgTileK) // a slice of a split K may be longer than C
+			if !ok || smem > d.g.smemOptIn {
+				return nil
+			}
+			if err := d.g.setMaxDynamicSmem(k, smem); err != nil {
+				return err
+			}
 		}
 	}
 	d.wgOK = true
@@ -131,10 +162,9 @@ func (d *Device) resolveWG() error {
 }
 
 // buildWGMaps encodes the tensor maps gemm_wg.cu's launches pass, into C
-// memory the device keeps: x maps of the two projection inputs (every row
-// of the buffers, so a padded step's last tile stays inside them) and W
-// maps of each layer's qkv, attention-projection and fc weights (the
-// projections with K = C).
+// memory the device keeps: x maps of the projection inputs (every row of
+// the buffers, so a padded step's last tile stays inside them) and W maps
+// of each layer's projection weights.
 func (d *Device) buildWGMaps() error {
 	if !d.wgOK {
 		return nil
@@ -144,9 +174,10 @@ func (d *Device) buildWGMaps() error {
 		rows, cols, boxRows int
 	}
 	C, N := d.cfg.Channels, d.opts.MaxStepTokens
-	mats := []matrix{{d.act.ln, N, C, wgTileM}, {d.act.attn, N, C, wgTileM}}
+	mats := []matrix{{d.act.ln, N, C, wgTileM}, {d.act.attn, N, C, wgTileM}, {d.act.fc, N, 4 * C, wgTileM}}
 	for _, l := range d.w.layers {
-		mats = append(mats, matrix{l.qkvW, 3 * C, C, wgWeightBoxRows}, matrix{l.attProjW, C, C, wgWeightBoxRows}, matrix{l.fcW, 4 * C, C, wgWeightBoxRows})
+		mats = append(mats, matrix{l.qkvW, 3 * C, C, wgWeightBoxRows}, matrix{l.attProjW, C, C, wgWeightBoxRows},
+			matrix{l.fcW, 4 * C, C, wgWeightBoxRows}, matrix{l.fcProjW, C, 4 * C, wgWeightBoxRows})
 	}
 	var err error
 	if d.wgArena, err = newCArena(len(mats)*tensorMapBytes + 4096); err != nil {
@@ -168,26 +199,47 @@ func (d *Device) buildWGMaps() error {
 	return nil
 }
 
-// useWG reports whether a projection of rows x K goes through gemm_wg.cu.
-func (d *Device) useWG(rows, K int) bool {
-	return d.wgOK && rows > 0 && rows <= d.opts.WgmmaGemmRows && !d.useSkinny(rows) && !d.useGemv(rows) &&
-		K%wgTileK == 0 && K/wgTileK <= wgMaxKT
+// wgSplits is how many slices of at most wgMaxKT k tiles a projection of
+// inner size K runs as (equal slices), or 0 when none fits.
+func wgSplits(K int) int {
+	if K%wgTileK != 0 {
+		return 0
+	}
+	kt := K / wgTileK
+	for s := ceilDiv(kt, wgMaxKT); s <= kt; s++ {
+		if kt%s == 0 {
+			return s
+		}
+	}
+	return 0
+}
+
+// useWG reports whether a projection of rows x K with the epilogue mode
+// goes through gemm_wg.cu: K in one slice, or (the residual epilogue, whose
+// slices add into the fp32 output) split unless Options.NoWgmmaSplitK.
+func (d *Device) useWG(rows, K, mode int) bool {
+	if !d.wgOK || rows <= 0 || rows > d.opts.WgmmaGemmRows || d.useSkinny(rows) || d.useGemv(rows) {
+		return false
+	}
+	s := wgSplits(K)
+	return s == 1 || s > 1 && mode == gemvResidual && !d.opts.NoWgmmaSplitK
 }
 
 // wg runs out = x @ w^T through gemm_wg.cu when useWG takes the step, both
 // have tensor maps and oc fits a tile, reporting false (nothing launched)
 // otherwise.
 func (d *Device) wg(out devPtr, ldo int, x, w, bias16, bias32 devPtr, rows, K, oc, mode int) (bool, error) {
-	if !d.useWG(rows, K) {
+	if !d.useWG(rows, K, mode) {
 		return false, nil
 	}
 	xMap, okX := d.wgMaps[x]
 	wMap, okW := d.wgMaps[w]
-	bn := wgTileN(d.g.smCount, rows, oc)
+	splits := wgSplits(K)
+	bn := wgTileN(d.g.smCount/splits, rows, oc)
 	if !okX || !okW || bn == 0 || ceilDiv(rows, wgTileM)*wgTileM > d.opts.MaxStepTokens {
 		return false, nil
 	}
-	return true, d.g.wgGemm(bn, wgClusterFor(d.wgCluster, oc/bn), out, ldo, xMap, wMap, bias16, bias32, rows, K, oc, mode)
+	return true, d.g.wgGemm(bn, wgClusterFor(d.wgCluster, oc/bn), splits, out, ldo, xMap, wMap, bias16, bias32, rows, K/splits, oc, mode)
 }
 
 // wgClusterFor is the largest cluster of at most want (a power of two)
@@ -224,6 +276,16 @@ func (d *Device) SetWgmmaGemmRows(n int) error {
 		d.dropGraphs()
 		d.opts.WgmmaGemmRows = n
 		d.opts = withDefaults(d.opts)
+		return nil
+	})
+}
+
+// SetWgmmaSplitK sets whether gemm_wg.cu takes fcproj with K split
+// (Options.NoWgmmaSplitK off) for later steps, dropping captured graphs.
+func (d *Device) SetWgmmaSplitK(on bool) error {
+	return d.whenDrained(func() error {
+		d.dropGraphs()
+		d.opts.NoWgmmaSplitK = !on
 		return nil
 	})
 }

@@ -10,15 +10,16 @@ import (
 // TestWgmmaGemm runs gemm_wg.cu's kernels against a float64 reference over
 // the model's shapes at the decode row counts it serves and over odd ones:
 // rows that are no multiple of the 64-row tile (the TMA zero-fills the
-// rest), one and four k tiles, every tile width and epilogue.
+// rest), one and four k tiles, every tile width and epilogue, and K split
+// over blocks (the residual epilogue's atomic adds).
 func TestWgmmaGemm(t *testing.T) {
 	g := testGPU(t)
 	if kernelArch(wgFile, g.arch, g.nv.major) == "" {
 		t.Skipf("gemm_wg.cu is built for sm_90a by NVRTC 12+ only; here %s, NVRTC %d.%d", g.arch, g.nv.major, g.nv.minor)
 	}
-	for _, bn := range wgTilesN {
-		if _, ok := g.kernels[wgKernelName(bn)]; !ok {
-			t.Fatalf("%s was not loaded", wgKernelName(bn))
+	for _, name := range wgKernelNames() {
+		if _, ok := g.kernels[name]; !ok {
+			t.Fatalf("%s was not loaded", name)
 		}
 	}
 	r := rand.New(rand.NewPCG(43, 44))
@@ -35,10 +36,14 @@ func TestWgmmaGemm(t *testing.T) {
 		{100, 192, 128, gemvOut32, 32, 4},  // 3 k tiles for 4 blocks: one fetches none
 		{7, 64, 64, gemvOut16BiasGelu, 64, 1},
 		{129, 512, 128, gemvOut16Bias, 64, 2},
+		{128, 3072, 768, gemvResidual, 0, 4}, // fcproj: K in 4 slices
+		{64, 3072, 768, gemvResidual, 0, 2},
+		{45, 1024, 256, gemvResidual, 16, 1}, // 2 slices, rows no multiple of 64
 	} {
+		splits := wgSplits(c.K)
 		bn := c.bn
 		if bn == 0 {
-			bn = wgTileN(g.smCount, c.M, c.OC)
+			bn = wgTileN(g.smCount/splits, c.M, c.OC)
 		}
 		t.Run(fmt.Sprintf("M%d_K%d_OC%d_mode%d_n%d_cluster%d", c.M, c.K, c.OC, c.mode, bn, c.cluster), func(t *testing.T) {
 			runWgCase(t, testGPU(t), r, c.M, c.K, c.OC, c.mode, bn, c.cluster, i%2 == 0)
@@ -48,7 +53,11 @@ func TestWgmmaGemm(t *testing.T) {
 
 func runWgCase(t *testing.T, g *gpu, r *rand.Rand, M, K, OC, mode, bn, cluster int, twice bool) {
 	c := newProjCase(t, g, r, M, K, OC, mode)
-	if err := g.setMaxDynamicSmem(g.kernel(wgKernelName(bn)), wgSmem(bn, K)); err != nil {
+	splits, kind := wgSplits(K), wgPlain
+	if splits > 1 {
+		kind = wgSplit
+	}
+	if err := g.setMaxDynamicSmem(g.kernel(wgKernelName(bn, kind)), wgSmem(bn, K/splits)); err != nil {
 		t.Fatal(err)
 	}
 	arena, err := newCArena(4096)
@@ -66,8 +75,16 @@ func runWgCase(t *testing.T, g *gpu, r *rand.Rand, M, K, OC, mode, bn, cluster i
 		t.Fatal(err)
 	}
 	c.runAndCheck(t, g, twice, func() error {
-		return g.wgGemm(bn, cluster, c.out, c.ldo, uintptr(xMap), uintptr(wMap), c.db16, c.db32, M, K, OC, mode)
+		return g.wgGemm(bn, cluster, splits, c.out, c.ldo, uintptr(xMap), uintptr(wMap), c.db16, c.db32, M, K/splits, OC, mode)
 	})
+}
+
+func TestWgSplits(t *testing.T) {
+	for _, c := range []struct{ K, want int }{{768, 1}, {64, 1}, {3072, 4}, {1024, 2}, {832, 13}, {100, 0}} {
+		if got := wgSplits(c.K); got != c.want {
+			t.Errorf("wgSplits(%d) = %d, want %d", c.K, got, c.want)
+		}
+	}
 }
 
 func TestWgTileN(t *testing.T) {

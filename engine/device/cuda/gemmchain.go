@@ -16,8 +16,8 @@ import (
 // attention, through each implementation; what a launch of a given shape
 // costs in a graph by itself; how fast L2 feeds every SM the same matrix.
 
-// GemmChainImpls lists what GemmChain runs: cuBLASLt, gemm_wg.cu (with
-// cuBLASLt for fcproj), the default gemm_skinny kernel for the row count,
+// GemmChainImpls lists what GemmChain runs: cuBLASLt, gemm_wg.cu (fcproj
+// with K split unless Options.NoWgmmaSplitK), the default gemm_skinny kernel for the row count,
 // and each gemm_skinny kernel at every row count.
 func GemmChainImpls() []string {
 	return append([]string{"cublaslt", "wgmma", "skinny"}, SkinnyKernelNames()...)

@@ -167,8 +167,8 @@ func (g *gpu) loadModules(cubins map[string][]byte, names []string) error {
 			return fmt.Errorf("cuda: kernel %s not found in any compiled module", name)
 		}
 	}
-	for _, bn := range wgTilesN { // only where kernelArch built gemm_wg.cu
-		g.findKernel(wgKernelName(bn))
+	for _, name := range wgKernelNames() { // only where kernelArch built gemm_wg.cu
+		g.findKernel(name)
 	}
 	return nil
 }

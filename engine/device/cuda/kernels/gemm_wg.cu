@@ -1,8 +1,9 @@
 // gemm_wg.cu: the projections of medium decode steps (more rows than
 // gemm_skinny takes, up to Options.WgmmaGemmRows) whose K fits in shared
-// memory whole (qkv, attproj and fc of GPT-2: K = 768), on Hopper's tensor
-// memory accelerator and warpgroup MMA. out(M, OC) = x(M, K) @ W(OC, K)^T,
-// then the epilogue of mma.cuh.
+// memory whole (qkv, attproj and fc of GPT-2: K = 768) or, for the residual
+// epilogue, in equal slices that add into the fp32 output (fcproj: K = 3072
+// in 4), on Hopper's tensor memory accelerator and warpgroup MMA. out(M, OC)
+// = x(M, K) @ W(OC, K)^T, then the epilogue of mma.cuh.
 //
 // Why not cuBLASLt: its kernels do not wait under programmatic dependent
 // launch (NOTES.md, ninth session), so each one starts only when the kernel
@@ -140,49 +141,75 @@ struct WgEpilogue {
 __device__ __forceinline__ int wg_row(int m0, int e) { return m0 + threadIdx.x / 32 % 4 * 16 + threadIdx.x % 32 / 4 + (e >> 1) * 8; }
 __device__ __forceinline__ int wg_col(int n0, int j, int e) { return n0 + j * 8 + threadIdx.x % 4 * 2 + (e & 1); }
 
+// With K split over the grid's z (split: block z has slice z of gridDim.z),
+// the residual epilogue adds each slice's sum into out with
+// red.global.add instead of reading the prior value (slices land in any
+// order, so the fp32 sums may differ in their last bits from run to run);
+// the first slice adds the bias.
 template <int BN>
 __device__ __forceinline__ void wg_epilogue_load(WgEpilogue<BN>& ep, int m0, int n0, const void* out, int ldo, const half_t* bias16,
-                                                 const float* bias32, int M, int OC, int mode) {
+                                                 const float* bias32, int M, int OC, int mode, bool split) {
 #pragma unroll
     for (int j = 0; j < BN / 8; j++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             const int row = wg_row(m0, e), col = wg_col(n0, j, e);
-            if (e < 2) ep.bias[j * 2 + e] = bias_of(col, OC, bias16, bias32, mode);
-            ep.prior[j * 4 + e] = mode == GEMV_RESIDUAL && row < M && col < OC ? ((const float*)out)[(size_t)row * ldo + col] : 0.f;
+            if (e < 2) ep.bias[j * 2 + e] = split && blockIdx.z > 0 ? 0.f : bias_of(col, OC, bias16, bias32, mode);
+            ep.prior[j * 4 + e] = !split && mode == GEMV_RESIDUAL && row < M && col < OC ? ((const float*)out)[(size_t)row * ldo + col] : 0.f;
         }
+}
+
+__device__ __forceinline__ void red_add2(float* p, float a, float b) {
+    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(a), "f"(b) : "memory");
 }
 
 template <int BN>
-__device__ __forceinline__ void wg_store(const float* acc, const WgEpilogue<BN>& ep, int m0, int n0, void* out, int ldo, int M, int OC, int mode) {
+__device__ __forceinline__ void wg_store(const float* acc, const WgEpilogue<BN>& ep, int m0, int n0, void* out, int ldo, int M, int OC, int mode,
+                                         bool split) {
 #pragma unroll
     for (int j = 0; j < BN / 8; j++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             const int row = wg_row(m0, e), col = wg_col(n0, j, e);
-            if (row < M && col < OC) store_biased(out, (size_t)row * ldo + col, acc[j * 4 + e] + ep.bias[j * 2 + (e & 1)], mode, ep.prior[j * 4 + e]);
+            if (row >= M || col >= OC) continue;
+            const size_t o = (size_t)row * ldo + col;
+            const float v = acc[j * 4 + e] + ep.bias[j * 2 + (e & 1)];
+            if (!split) {
+                store_biased(out, o, v, mode, ep.prior[j * 4 + e]);
+            } else if ((e & 1) == 0) {  // columns col and col + 1 (OC is a multiple of BN)
+                red_add2((float*)out + o, v, acc[j * 4 + e + 1] + ep.bias[j * 2 + 1]);
+            }
         }
 }
 
-// Grid (ceil(M / 64), OC / BN) in clusters of (1, C) (C = 1, 2 or 4: the
-// blocks of a cluster share their x rows), 128 threads, KT * (64 + BN) * 128
-// + 1024 bytes of dynamic shared memory (wgSmem). tx maps x (rows x K, box
-// 64 x 64 halves), tw maps W (OC x K, box WG_WBOX x 64); both are
+// Grid (ceil(M / 64), OC / BN, S) in clusters of (1, C, 1) (C = 1, 2 or 4:
+// the blocks of a cluster share their x rows), 128 threads, KT * (64 + BN) *
+// 128 + 1024 bytes of dynamic shared memory (wgSmem). tx maps x (rows x S K,
+// box 64 x 64 halves), tw maps W (OC x S K, box WG_WBOX x 64); both are
 // CUtensorMaps passed by value (__grid_constant__: the TMA reads them in
-// parameter memory). K is a multiple of 64, at most WG_MAX_KT
-// tiles; OC a multiple of BN * C; x's map covers every row of the last tile.
+// parameter memory). K (a slice's) is a multiple of 64, at most WG_MAX_KT
+// tiles; OC a multiple of BN * C; x's map covers every row of the last
+// tile. S > 1 (the residual epilogue only) splits K: block z takes columns
+// z K .. (z + 1) K - 1 of x and W and adds its sums into out (wg_store).
+// KIND: WG_PLAIN (S = 1), or WG_SPLIT. Separate kernels, so the plain one
+// keeps its registers and code: one kernel with the split epilogue (and a
+// LayerNorm stage that was tried, NOTES.md) as runtime branches took 60 ->
+// 140 registers for BN 32 and every projection ~2 us longer in a chain.
 //
 // Each block of a cluster fetches every C-th k tile of the x rows and the
 // TMA multicasts it to all C (one L2 read instead of C: the column tiles
 // all want the same x lines at the same moment, and L2 serves lines that
 // many blocks ask for at once slowly, NOTES.md).
-template <int BN>
+#define WG_PLAIN 0
+#define WG_SPLIT 1
+template <int BN, int KIND>
 __device__ __forceinline__ void gemm_wg_impl(const void* tx, const void* tw, void* out, int ldo, const half_t* bias16,
                                              const float* bias32, int M, int K, int OC, int mode) {
     extern __shared__ unsigned char wg_raw[];
     __shared__ __align__(8) uint64_t bars[WG_MAX_KT];
-    constexpr int A_BYTES = WG_BM * WG_BK * 2, STAGE = (WG_BM + BN) * WG_BK * 2;
-    const int KT = K / WG_BK, n0 = blockIdx.y * BN, m0 = blockIdx.x * WG_BM;
+    constexpr int A_BYTES = WG_BM * WG_BK * 2, W_BYTES = BN * WG_BK * 2, STAGE = A_BYTES + W_BYTES;
+    const int KT = K / WG_BK, n0 = blockIdx.y * BN, m0 = blockIdx.x * WG_BM, k0 = blockIdx.z * K;
+    constexpr bool split = KIND == WG_SPLIT;
     const uint32_t base = (smem_u32(wg_raw) + 1023u) & ~1023u, bar0 = smem_u32(bars);
     const uint32_t crank = cluster_rank(), csize = cluster_size();
 
@@ -194,7 +221,7 @@ __device__ __forceinline__ void gemm_wg_impl(const void* tx, const void* tw, voi
         for (int kt = 0; kt < KT; kt++) {
             mbar_expect(bar0 + 8 * kt, STAGE);  // the weight and the x boxes of tile kt
             for (int j = 0; j < BN / WG_WBOX; j++)
-                tma_load(base + kt * STAGE + A_BYTES + j * WG_WBOX * WG_BK * 2, tw, kt * WG_BK, n0 + j * WG_WBOX, bar0 + 8 * kt, 0);
+                tma_load(base + kt * STAGE + A_BYTES + j * WG_WBOX * WG_BK * 2, tw, k0 + kt * WG_BK, n0 + j * WG_WBOX, bar0 + 8 * kt, 0);
         }
     }
     // Every block's barriers are initialised before anyone waits on them or
@@ -207,10 +234,10 @@ __device__ __forceinline__ void gemm_wg_impl(const void* tx, const void* tw, voi
     if (threadIdx.x == 0) {
         const unsigned short mask = csize > 1 ? (unsigned short)((1u << csize) - 1) : 0;
         for (int kt = 0; kt < KT; kt++)
-            if (kt % csize == crank) tma_load(base + kt * STAGE, tx, kt * WG_BK, m0, bar0 + 8 * kt, mask);
+            if (kt % csize == crank) tma_load(base + kt * STAGE, tx, k0 + kt * WG_BK, m0, bar0 + 8 * kt, mask);
     }
     WgEpilogue<BN> ep;
-    wg_epilogue_load<BN>(ep, m0, n0, out, ldo, bias16, bias32, M, OC, mode);
+    wg_epilogue_load<BN>(ep, m0, n0, out, ldo, bias16, bias32, M, OC, mode, split);
 
     float acc[BN / 2];
 #pragma unroll
@@ -232,7 +259,7 @@ __device__ __forceinline__ void gemm_wg_impl(const void* tx, const void* tw, voi
     // Every x box this block multicast has landed in the others too: each
     // waited for all of its own before getting here, so no block leaves
     // while its shared memory is still a destination.
-    wg_store<BN>(acc, ep, m0, n0, out, ldo, M, OC, mode);
+    wg_store<BN>(acc, ep, m0, n0, out, ldo, M, OC, mode, split);
 }
 #endif
 
@@ -242,17 +269,21 @@ struct __align__(64) TmaMap {
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define WG_BODY(BN) gemm_wg_impl<BN>(&tx, &tw, out, ldo, bias16, bias32, M, K, OC, mode);
+#define WG_BODY(BN, KIND) gemm_wg_impl<BN, KIND>(&tx, &tw, out, ldo, bias16, bias32, M, K, OC, mode);
 #else
-#define WG_BODY(BN)
+#define WG_BODY(BN, KIND)
 #endif
 
-#define WG_KERNEL(BN)                                                                                              \
+// gemm_wg_n<BN> (plain) and gemm_wg_sk_n<BN> (split K) take the same arguments.
+#define WG_KERNEL(NAME, BN, KIND)                                                                                  \
     extern "C" __global__ void __launch_bounds__(128, 1)                                                           \
-        gemm_wg_n##BN(const __grid_constant__ TmaMap tx, const __grid_constant__ TmaMap tw, void* out, int ldo, const half_t* bias16, const float* bias32, \
-                      int M, int K, int OC, int mode) {                                                            \
-        WG_BODY(BN)                                                                                                \
+        NAME(const __grid_constant__ TmaMap tx, const __grid_constant__ TmaMap tw, void* out, int ldo, const half_t* bias16, const float* bias32, \
+             int M, int K, int OC, int mode) {                                                                    \
+        WG_BODY(BN, KIND)                                                                                          \
     }
-WG_KERNEL(16)
-WG_KERNEL(32)
-WG_KERNEL(64)
+WG_KERNEL(gemm_wg_n16, 16, WG_PLAIN)
+WG_KERNEL(gemm_wg_n32, 32, WG_PLAIN)
+WG_KERNEL(gemm_wg_n64, 64, WG_PLAIN)
+WG_KERNEL(gemm_wg_sk_n16, 16, WG_SPLIT)
+WG_KERNEL(gemm_wg_sk_n32, 32, WG_SPLIT)
+WG_KERNEL(gemm_wg_sk_n64, 64, WG_SPLIT)

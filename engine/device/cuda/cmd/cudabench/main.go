@@ -284,6 +284,7 @@ var decodeVariants = []variant{
 	{"graph, gemm_wg up to 64 rows", setVariant(config{wgRows: 64})},
 	{"graph, gemm_wg in clusters of 2", setVariant(config{wgCluster: 2})},
 	{"graph, gemm_wg without clusters", setVariant(config{wgCluster: 1})},
+	{"graph, cuBLASLt fcproj", setVariant(config{wgNoSplitK: true})},
 	{"graph, gemv LM head, full-row sampler", setVariant(config{noTiledLMHead: true})},
 	{"graph, key splits for 8 warps an SM (128-register kernels)", setVariant(config{decodeWarps: -1})},
 }
@@ -299,6 +300,7 @@ func init() {
 // and WgmmaGemmRows; wgCluster as Device.SetWgmmaCluster.
 type config struct {
 	noGraph, blockDecode, noPDL, noTiledLMHead bool
+	wgNoSplitK                                 bool // as cuda.Options.NoWgmmaSplitK
 	gemvRows, skinnyRows, wgRows, wgCluster    int
 	skinnyVariant                              string // a gemm_skinny variant kernel, "" the defaults
 	decodeWarps                                int    // as cuda.Options.DecodeWarpsPerSM
@@ -324,6 +326,9 @@ func setVariant(c config) func(d *cuda.Device) error {
 		}
 		if d.WgmmaAvailable() {
 			if err := d.SetWgmmaCluster(c.wgCluster); err != nil {
+				return err
+			}
+			if err := d.SetWgmmaSplitK(!c.wgNoSplitK); err != nil {
 				return err
 			}
 		}
