@@ -127,8 +127,7 @@ func (d *Device) SetSimplePrefillAttention(v bool) error {
 // default, negative = off) and the block-per-head decode attention kernel.
 // Captured graphs are dropped, since they hold the previous kernels.
 func (d *Device) SetKernelVariants(gemvMaxRows, skinnyRows int, blockDecodeAttention bool) error {
-	return d.whenDrained(func() error {
-		d.dropGraphs()
+	return d.reconfigure(func() error {
 		d.opts.GemvMaxRows, d.opts.SkinnyGemmRows, d.opts.BlockDecodeAttention = gemvMaxRows, skinnyRows, blockDecodeAttention
 		d.opts = withDefaults(d.opts)
 		return d.resolveKernels()
@@ -139,8 +138,7 @@ func (d *Device) SetKernelVariants(gemvMaxRows, skinnyRows int, blockDecodeAtten
 // skinnyKernels (GemmChainImpls) at every row count, or the default
 // kernels for "" (A/B measurements), dropping captured graphs.
 func (d *Device) SetSkinnyVariant(name string) error {
-	return d.whenDrained(func() error {
-		d.dropGraphs()
+	return d.reconfigure(func() error {
 		d.skinnyVariant = nil
 		if name == "" {
 			return nil
@@ -163,8 +161,7 @@ func (d *Device) SetChunkRows(n int) {
 // tile keys (on) and gemv.cu with the sampler's full-row scan (off) for
 // later steps (Options.NoTiledLMHead), dropping captured graphs.
 func (d *Device) SetTiledLMHead(on bool) error {
-	return d.whenDrained(func() error {
-		d.dropGraphs()
+	return d.reconfigure(func() error {
 		d.opts.NoTiledLMHead = !on
 		return d.resolveKernels()
 	})
@@ -173,8 +170,7 @@ func (d *Device) SetTiledLMHead(on bool) error {
 // SetDecodeWarpsPerSM sets Options.DecodeWarpsPerSM (0 = the default,
 // negative = never) for later steps, dropping captured graphs.
 func (d *Device) SetDecodeWarpsPerSM(w int) error {
-	return d.whenDrained(func() error {
-		d.dropGraphs()
+	return d.reconfigure(func() error {
 		d.opts.DecodeWarpsPerSM = w
 		d.opts = withDefaults(d.opts)
 		return nil
@@ -200,10 +196,19 @@ func (d *Device) ProfilerRange(on bool) error {
 // SetPDL switches programmatic dependent launch on or off for later steps
 // (Options.NoPDL), dropping captured graphs.
 func (d *Device) SetPDL(on bool) error {
-	return d.whenDrained(func() error {
-		d.dropGraphs()
+	return d.reconfigure(func() error {
 		d.opts.NoPDL, d.g.pdl = !on, on
 		return nil
+	})
+}
+
+// reconfigure runs fn, a change of kernels or options, when the stream has
+// drained (whenDrained) and after dropping the captured graphs, which hold
+// the previous kernels and launch parameters.
+func (d *Device) reconfigure(fn func() error) error {
+	return d.whenDrained(func() error {
+		d.dropGraphs()
+		return fn()
 	})
 }
 

@@ -262,8 +262,7 @@ func (d *Device) SetWgmmaCluster(c int) error {
 	if c != 1 && c != 2 && c != 4 {
 		return fmt.Errorf("cuda: gemm_wg clusters of %d blocks: want 1, 2 or 4", c)
 	}
-	return d.whenDrained(func() error {
-		d.dropGraphs()
+	return d.reconfigure(func() error {
 		d.wgCluster = c
 		return nil
 	})
@@ -272,8 +271,7 @@ func (d *Device) SetWgmmaCluster(c int) error {
 // SetWgmmaGemmRows sets Options.WgmmaGemmRows (0 = the default, negative =
 // never) for later steps, dropping captured graphs.
 func (d *Device) SetWgmmaGemmRows(n int) error {
-	return d.whenDrained(func() error {
-		d.dropGraphs()
+	return d.reconfigure(func() error {
 		d.opts.WgmmaGemmRows = n
 		d.opts = withDefaults(d.opts)
 		return nil
@@ -283,8 +281,7 @@ func (d *Device) SetWgmmaGemmRows(n int) error {
 // SetWgmmaSplitK sets whether gemm_wg.cu takes fcproj with K split
 // (Options.NoWgmmaSplitK off) for later steps, dropping captured graphs.
 func (d *Device) SetWgmmaSplitK(on bool) error {
-	return d.whenDrained(func() error {
-		d.dropGraphs()
+	return d.reconfigure(func() error {
 		d.opts.NoWgmmaSplitK = !on
 		return nil
 	})
