@@ -563,7 +563,7 @@ func (d *Device) closeLocked() {
 	}
 	d.dropGraphs()
 	for _, p := range []devPtr{d.act.residual, d.act.ln, d.act.qkv, d.act.attn, d.act.fc, d.act.delta, d.act.lnf, d.act.attnPart,
-		d.act.logits, d.act.outTok, d.kvBase, d.w.base} {
+		d.act.logits, d.act.tileKeys, d.act.outTok, d.kvBase, d.w.base} {
 		g.drv.memFree(p)
 	}
 	d.act, d.kvBase, d.w.base, d.wgMaps = activations{}, 0, 0, nil
