@@ -24,17 +24,20 @@ func TestWideDecodeLogits(t *testing.T) {
 	for _, c := range []struct {
 		warps, wgRows, S, graph int
 		noSplitK                bool // Options.NoWgmmaSplitK
+		noLNFold                bool // Options.NoWgmmaLNFold
 	}{
-		{0, 0, 72, 80, false},
-		{-1, 0, 72, 80, false},
-		{0, 64, 72, 80, false}, // cuBLASLt; by default gemm_wg over two row tiles, the second mostly padding
-		{0, 0, 72, 80, true},
-		{0, 0, 44, 48, false},
-		{0, -1, 44, 48, false},
+		{0, 0, 72, 80, false, false},
+		{-1, 0, 72, 80, false, false},
+		{0, 64, 72, 80, false, false}, // cuBLASLt; by default gemm_wg over two row tiles, the second mostly padding
+		{0, 0, 72, 80, true, false},
+		{0, 0, 72, 80, false, true},
+		{0, 0, 44, 48, false, false},
+		{0, -1, 44, 48, false, false},
 	} {
-		name := fmt.Sprintf("DecodeWarpsPerSM %d, WgmmaGemmRows %d, NoWgmmaSplitK %v, %d sequences", c.warps, c.wgRows, c.noSplitK, c.S)
+		name := fmt.Sprintf("DecodeWarpsPerSM %d, WgmmaGemmRows %d, NoWgmmaSplitK %v, NoWgmmaLNFold %v, %d sequences", c.warps, c.wgRows,
+			c.noSplitK, c.noLNFold, c.S)
 		d := newTestDevice(t, w, Options{MaxStepTokens: 4096, MaxSeqs: 128, DecodeWarpsPerSM: c.warps, WgmmaGemmRows: c.wgRows,
-			NoWgmmaSplitK: c.noSplitK})
+			NoWgmmaSplitK: c.noSplitK, NoWgmmaLNFold: c.noLNFold})
 		S := c.S
 		nsplit, r4 := d.decodeSplits(c.graph)
 		if c.S == 72 && r4 != (c.warps == 0) {
@@ -47,6 +50,10 @@ func TestWideDecodeLogits(t *testing.T) {
 		// fcproj (K = 4C = 1024 here: two slices) goes through gemm_wg too unless NoWgmmaSplitK.
 		if split := d.useWG(c.graph, 4*w.Config.Channels, gemvResidual); split != (wg && !c.noSplitK) {
 			t.Fatalf("%s: fcproj through gemm_wg %v at %d rows", name, split, c.graph)
+		}
+		// The LayerNorm before fc folds into attproj and fc wherever gemm_wg takes them, unless NoWgmmaLNFold.
+		if fold := d.lnFold(c.graph); fold != (wg && !c.noLNFold) {
+			t.Fatalf("%s: LayerNorm fold %v at %d rows", name, fold, c.graph)
 		}
 		t.Logf("%s: %d key splits, 80-register kernel %v, gemm_wg %v", name, nsplit, r4, wg)
 		r := rand.New(rand.NewPCG(42, 43))

@@ -77,6 +77,11 @@ type Options struct {
 	// into the residual stream (fp32 atomics: the last bits of the sums may
 	// differ between runs): the A/B switch.
 	NoWgmmaSplitK bool
+	// NoWgmmaLNFold keeps the LayerNorm kernel before fc where gemm_wg.cu
+	// takes attproj and fc, instead of folding it into their epilogues
+	// (attproj leaves x * gamma and each row's sum and sum of squares, fc
+	// applies rstd, the mean and gamma W^T, beta W^T + b): the A/B switch.
+	NoWgmmaLNFold bool
 	// NoPDL launches kernels without programmatic dependent launch (each
 	// kernel then starts only when the previous one has finished): the A/B
 	// switch for the kernels' early weight fetch (common.cuh).
@@ -305,6 +310,7 @@ func (d *Device) init(w *model.Weights) error {
 		{&d.act.fc, 2 * N * 4 * C}, {&d.act.delta, 2 * N * C}, {&d.act.lnf, 2 * M * C}, {&d.act.logits, 4 * M * d.vocabPadded},
 		{&d.act.tileKeys, 4 * M * lmheadKeyStride(d.vocabPadded)},
 		{&d.act.outTok, 4 * M},
+		{&d.act.lnStats, 4 * 2 * c.NumLayers * N},
 		{&d.act.attnPart, 4 * M * c.NumHeads * maxDecodeSplits * (C/c.NumHeads + 2)},
 	} {
 		if *b.p, err = g.drv.memAlloc(b.bytes); err != nil {
@@ -563,7 +569,7 @@ func (d *Device) closeLocked() {
 	}
 	d.dropGraphs()
 	for _, p := range []devPtr{d.act.residual, d.act.ln, d.act.qkv, d.act.attn, d.act.fc, d.act.delta, d.act.lnf, d.act.attnPart,
-		d.act.logits, d.act.tileKeys, d.act.outTok, d.kvBase, d.w.base} {
+		d.act.logits, d.act.tileKeys, d.act.outTok, d.act.lnStats, d.kvBase, d.w.base} {
 		g.drv.memFree(p)
 	}
 	d.act, d.kvBase, d.w.base, d.wgMaps = activations{}, 0, 0, nil

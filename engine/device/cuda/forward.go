@@ -19,6 +19,7 @@ type activations struct {
 	logits   devPtr // (M, Vp) fp32
 	tileKeys devPtr // (M, Vp / 8) uint32: each 8-column tile's largest logit key (lmhead.cu)
 	outTok   devPtr // (M) int32: sampled ids, the previous step's samples for overlap
+	lnStats  devPtr // (L, N, 2) fp32: each layer's rows' sum and sum of squares after attproj (the LayerNorm fold)
 }
 
 // in returns the device address of a layout region of the step's inputs.
@@ -38,6 +39,13 @@ func (d *Device) forward(p *stepPlan) error {
 	scale := float32(1 / math.Sqrt(float64(HD)))
 	if err := d.mark("start"); err != nil {
 		return err
+	}
+	// The LayerNorm fold's row statistics start at zero; attproj's blocks add into them.
+	fold := d.lnFold(N)
+	if fold {
+		if err := g.drv.memsetD32Async(a.lnStats, 0, 2*L*N, g.stream); err != nil {
+			return err
+		}
 	}
 	// The step's first kernel follows the inputs' host-to-device copy, not a
 	// kernel: it launches without programmatic dependent launch. It also
@@ -137,14 +145,20 @@ func (d *Device) forward(p *stepPlan) error {
 			}
 			continue
 		}
-		if err := d.residualGemm(a.attn, w.attProjW, w.attProjB, w.attProjB16, N, C); err != nil {
-			return err
-		}
-		if err := d.mark("gemm_attproj"); err != nil {
-			return err
-		}
-		if err := d.lnProjection(a.fc, 4*C, w.ln2W, w.ln2B, w.fcW, w.fcB, N, 4*C, true, "gemm_fc_gelu"); err != nil {
-			return err
+		if fold {
+			if err := d.foldedLN2(l, N); err != nil {
+				return err
+			}
+		} else {
+			if err := d.residualGemm(a.attn, w.attProjW, w.attProjB, w.attProjB16, N, C); err != nil {
+				return err
+			}
+			if err := d.mark("gemm_attproj"); err != nil {
+				return err
+			}
+			if err := d.lnProjection(a.fc, 4*C, w.ln2W, w.ln2B, w.fcW, w.fcB, N, 4*C, true, "gemm_fc_gelu"); err != nil {
+				return err
+			}
 		}
 		if err := d.residualGemm(a.fc, w.fcProjW, w.fcProjB, w.fcProjB16, N, 4*C); err != nil {
 			return err
@@ -199,6 +213,33 @@ func (d *Device) forward(p *stepPlan) error {
 		return err
 	}
 	return d.mark("sample")
+}
+
+// foldedLN2 runs layer l's attproj and fc through gemm_wg.cu with the
+// LayerNorm between them folded into their epilogues (gemm_wg.cu's WG_LN):
+// attproj leaves x * ln2W in act.ln and the rows' statistics in act.lnStats.
+func (d *Device) foldedLN2(l, N int) error {
+	a, w, C := &d.act, &d.w.layers[l], d.cfg.Channels
+	ln := wgLNArgs{lns: w.ln2W, stats: a.lnStats + devPtr(4*2*N*l), x16: a.ln, eps: d.cfg.LayerNormEpsilon}
+	ok, err := d.wgLN(a.residual, C, a.attn, w.attProjW, 0, w.attProjB, N, C, C, wgResidualLNStats, ln)
+	if err == nil && !ok {
+		err = fmt.Errorf("cuda: LayerNorm fold: gemm_wg.cu did not take attproj at %d rows", N)
+	}
+	if err != nil {
+		return err
+	}
+	if err := d.mark("gemm_attproj"); err != nil {
+		return err
+	}
+	ln.lns, ln.x16 = w.fcLNs, 0
+	ok, err = d.wgLN(a.fc, 4*C, a.ln, w.fcW, 0, w.fcLNb, N, C, 4*C, wgOut16LNFoldGelu, ln)
+	if err == nil && !ok {
+		err = fmt.Errorf("cuda: LayerNorm fold: gemm_wg.cu did not take fc at %d rows", N)
+	}
+	if err != nil {
+		return err
+	}
+	return d.mark("gemm_fc_gelu")
 }
 
 // layernorm runs LN over R rows of inp (rows = 0: the first R rows; else an

@@ -36,12 +36,31 @@ type wgKind int
 const (
 	wgPlain wgKind = iota // K in one slice
 	wgSplit               // K split over blocks that add into the fp32 output
+	wgLN                  // K in one slice, the LayerNorm fold's epilogues
 )
 
-var wgKinds = []wgKind{wgPlain, wgSplit}
+var wgKinds = []wgKind{wgPlain, wgSplit, wgLN}
 
 func wgKernelName(bn int, kind wgKind) string {
-	return fmt.Sprintf("gemm_wg_%sn%d", [...]string{"", "sk_"}[kind], bn)
+	return fmt.Sprintf("gemm_wg_%sn%d", [...]string{"", "sk_", "ln_"}[kind], bn)
+}
+
+// The LayerNorm fold's epilogues (gemm_wg_ln_n<BN>, gemm_wg.cu): attproj
+// adds into the residual stream and leaves x * gamma in fp16 and each row's
+// sum and sum of squares; fc applies the LayerNorm from those.
+const (
+	wgResidualLNStats = 4 // WG_RESIDUAL_LNSTATS
+	wgOut16LNFoldGelu = 5 // WG_OUT16_LNFOLD_GELU
+)
+
+func isLNFoldMode(mode int) bool { return mode == wgResidualLNStats || mode == wgOut16LNFoldGelu }
+
+// wgLNArgs are the LayerNorm fold's arguments: lns (gamma for the stats
+// epilogue, s = gamma W^T for the fold), stats (2 floats a row), x16 (the
+// stats epilogue's fp16 output, rows of oc) and the LayerNorm's epsilon.
+type wgLNArgs struct {
+	lns, stats, x16 devPtr
+	eps             float32
 }
 
 // wgKernelNames are every kernel of gemm_wg.cu.
@@ -124,14 +143,18 @@ func (g *gpu) encodeTensorMap(dst unsafe.Pointer, scratch *cArena, ptr devPtr, r
 // tiles, or gemm_wg_sk_n<bn> over splits slices of K each (the residual
 // epilogue): xMap and wMap are the C addresses of tensor maps of x (boxes of
 // 64 rows) and W (boxes of wgWeightBoxRows rows), passed by value.
-func (g *gpu) wgGemm(bn, cluster, splits int, out devPtr, ldo int, xMap, wMap uintptr, bias16, bias32 devPtr, rows, K, oc, mode int) error {
+// A LayerNorm fold mode takes gemm_wg_ln_n<bn> with ln's arguments.
+func (g *gpu) wgGemm(bn, cluster, splits int, out devPtr, ldo int, xMap, wMap uintptr, bias16, bias32 devPtr, rows, K, oc, mode int, ln wgLNArgs) error {
 	kind := wgPlain
-	if splits > 1 {
+	switch {
+	case isLNFoldMode(mode):
+		kind = wgLN
+	case splits > 1:
 		kind = wgSplit
 	}
 	return g.launchClusterRefs(g.kernel(wgKernelName(bn, kind)), ceilDiv(rows, wgTileM), oc/bn, splits, cluster, 128, wgSmem(bn, K),
 		[]uintptr{xMap, wMap}, argPtr(out), argInt(ldo), argPtr(bias16), argPtr(bias32),
-		argInt(rows), argInt(K), argInt(oc), argInt(mode))
+		argInt(rows), argInt(K), argInt(oc), argInt(mode), argPtr(ln.lns), argPtr(ln.stats), argPtr(ln.x16), argF32(ln.eps))
 }
 
 // resolveWG enables gemm_wg.cu where its kernels were built (sm_90a) and the
@@ -225,10 +248,23 @@ func (d *Device) useWG(rows, K, mode int) bool {
 	return s == 1 || s > 1 && mode == gemvResidual && !d.opts.NoWgmmaSplitK
 }
 
+// lnFold reports whether a step of rows folds the LayerNorm before fc into
+// attproj's and fc's epilogues: both go through gemm_wg.cu in one K slice,
+// unless Options.NoWgmmaLNFold.
+func (d *Device) lnFold(rows int) bool {
+	C := d.cfg.Channels
+	return !d.opts.NoWgmmaLNFold && wgSplits(C) == 1 && d.useWG(rows, C, gemvResidual) && d.useWG(rows, C, gemvOut16BiasGelu)
+}
+
 // wg runs out = x @ w^T through gemm_wg.cu when useWG takes the step, both
 // have tensor maps and oc fits a tile, reporting false (nothing launched)
 // otherwise.
 func (d *Device) wg(out devPtr, ldo int, x, w, bias16, bias32 devPtr, rows, K, oc, mode int) (bool, error) {
+	return d.wgLN(out, ldo, x, w, bias16, bias32, rows, K, oc, mode, wgLNArgs{})
+}
+
+// wgLN is wg for every epilogue, the LayerNorm fold's (ln) too.
+func (d *Device) wgLN(out devPtr, ldo int, x, w, bias16, bias32 devPtr, rows, K, oc, mode int, ln wgLNArgs) (bool, error) {
 	if !d.useWG(rows, K, mode) {
 		return false, nil
 	}
@@ -239,7 +275,7 @@ func (d *Device) wg(out devPtr, ldo int, x, w, bias16, bias32 devPtr, rows, K, o
 	if !okX || !okW || bn == 0 || ceilDiv(rows, wgTileM)*wgTileM > d.opts.MaxStepTokens {
 		return false, nil
 	}
-	return true, d.g.wgGemm(bn, wgClusterFor(d.wgCluster, oc/bn), splits, out, ldo, xMap, wMap, bias16, bias32, rows, K/splits, oc, mode)
+	return true, d.g.wgGemm(bn, wgClusterFor(d.wgCluster, oc/bn), splits, out, ldo, xMap, wMap, bias16, bias32, rows, K/splits, oc, mode, ln)
 }
 
 // wgClusterFor is the largest cluster of at most want (a power of two)
@@ -274,6 +310,16 @@ func (d *Device) SetWgmmaGemmRows(n int) error {
 	return d.reconfigure(func() error {
 		d.opts.WgmmaGemmRows = n
 		d.opts = withDefaults(d.opts)
+		return nil
+	})
+}
+
+// SetWgmmaLNFold sets whether the LayerNorm before fc is folded into
+// gemm_wg.cu's attproj and fc epilogues (Options.NoWgmmaLNFold off) for
+// later steps, dropping captured graphs.
+func (d *Device) SetWgmmaLNFold(on bool) error {
+	return d.reconfigure(func() error {
+		d.opts.NoWgmmaLNFold = !on
 		return nil
 	})
 }

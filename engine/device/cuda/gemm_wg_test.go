@@ -75,7 +75,7 @@ func runWgCase(t *testing.T, g *gpu, r *rand.Rand, M, K, OC, mode, bn, cluster i
 		t.Fatal(err)
 	}
 	c.runAndCheck(t, g, twice, func() error {
-		return g.wgGemm(bn, cluster, splits, c.out, c.ldo, uintptr(xMap), uintptr(wMap), c.db16, c.db32, M, K/splits, OC, mode)
+		return g.wgGemm(bn, cluster, splits, c.out, c.ldo, uintptr(xMap), uintptr(wMap), c.db16, c.db32, M, K/splits, OC, mode, wgLNArgs{})
 	})
 }
 

@@ -33,6 +33,8 @@ type gpuLayer struct {
 	fcB        devPtr // (4C) fp16
 	fcProjW    devPtr // (C, 4C) fp16
 	fcProjB    devPtr // (C) fp32
+	fcLNs      devPtr // (4C) fp32: ln2W W_fc^T (the LayerNorm fold, gemm_wg.cu)
+	fcLNb      devPtr // (4C) fp32: ln2B W_fc^T + fcB
 	attProjB16 devPtr // (C) fp16, for the fallback path that cannot accumulate in fp32
 	fcProjB16  devPtr // (C) fp16
 }
@@ -109,6 +111,8 @@ func uploadWeights(g *gpu, w *model.Weights) (gpuWeights, error) {
 		ly.ln2W, ly.ln2B = h.f32(slice(w.LN2W, l)), h.f32(slice(w.LN2B, l))
 		ly.fcW = h.f16T(slice(w.FCW, l), C, 4*C)
 		ly.fcB = h.f16(slice(w.FCB, l))
+		s, b := lnFoldColumns(slice(w.LN2W, l), slice(w.LN2B, l), slice(w.FCW, l), slice(w.FCB, l))
+		ly.fcLNs, ly.fcLNb = h.f32(s), h.f32(b)
 		ly.fcProjW = h.f16T(slice(w.FCProjW, l), 4*C, C)
 		ly.fcProjB = h.f32(slice(w.FCProjB, l))
 		ly.fcProjB16 = h.f16(slice(w.FCProjB, l))
@@ -130,11 +134,36 @@ func uploadWeights(g *gpu, w *model.Weights) (gpuWeights, error) {
 	for l := range gw.layers {
 		ly := &gw.layers[l]
 		for _, p := range []*devPtr{&ly.ln1W, &ly.ln1B, &ly.qkvW, &ly.qkvB, &ly.attProjW, &ly.attProjB, &ly.attProjB16,
-			&ly.ln2W, &ly.ln2B, &ly.fcW, &ly.fcB, &ly.fcProjW, &ly.fcProjB, &ly.fcProjB16} {
+			&ly.ln2W, &ly.ln2B, &ly.fcW, &ly.fcB, &ly.fcProjW, &ly.fcProjB, &ly.fcProjB16, &ly.fcLNs, &ly.fcLNb} {
 			rebase(p)
 		}
 	}
 	return gw, nil
+}
+
+// lnFoldColumns returns, for the projection w (HF Conv1D: (in, out)
+// row-major, used in fp16) with bias b after a LayerNorm (gamma, beta), each
+// output column's s = sum_k gamma_k W_kc and b' = sum_k beta_k W_kc + b_c
+// (b in fp16, as the unfolded path adds it), in float64 rounded to fp32: the
+// LayerNorm fold's column terms (gemm_wg.cu).
+func lnFoldColumns(gamma, beta, w, b []float32) (s, bp []float32) {
+	in, out := len(gamma), len(b)
+	s, bp = make([]float32, out), make([]float32, out)
+	sum, bsum := make([]float64, out), make([]float64, out)
+	for k := 0; k < in; k++ {
+		g, be := float64(gamma[k]), float64(beta[k])
+		row := w[k*out : (k+1)*out]
+		for c, v := range row {
+			wv := float64(f16ToF32(f32ToF16(v)))
+			sum[c] += g * wv
+			bsum[c] += be * wv
+		}
+	}
+	for c := range s {
+		s[c] = float32(sum[c])
+		bp[c] = float32(bsum[c] + float64(f16ToF32(f32ToF16(b[c]))))
+	}
+	return s, bp
 }
 
 // f32ToF16 rounds to the nearest fp16, ties to even, with overflow to inf and

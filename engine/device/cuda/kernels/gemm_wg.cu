@@ -182,6 +182,97 @@ __device__ __forceinline__ void wg_store(const float* acc, const WgEpilogue<BN>&
         }
 }
 
+// The LayerNorm fold (KIND WG_LN): the LayerNorm between the attention
+// output projection and fc runs in no kernel of its own. With x the
+// residual row after attproj, gamma / beta the LayerNorm's, mean and rstd
+// the row's:
+//   LN(x) W^T + b = rstd (x * gamma) W^T - rstd mean s + b',
+//   s = gamma W^T, b' = beta W^T + b (per output column, gemm_wg.go),
+// so attproj's epilogue (WG_RESIDUAL_LNSTATS) also writes x * gamma in fp16
+// (fc's x) and adds its columns' share of the row's sum and sum of squares
+// into stats (2 floats a row, zeroed when the step starts), and fc's
+// epilogue (WG_OUT16_LNFOLD_GELU) applies rstd, mean, s and b' (the
+// variance as E[x^2] - mean^2 in fp32: the sums come from many blocks).
+// Why: a LayerNorm kernel costs ~1.75 us inside a batch-128 graph (24 of
+// them knocked out: 42 us), most of it the grid boundary, not its work;
+// folded, the batch-128 step is 10-12 us shorter (NOTES.md, sixteenth
+// session). The LayerNorm before qkv stays a kernel: fcproj's K slices add
+// into the residual in any order, so no block sees a row's final values.
+#define WG_RESIDUAL_LNSTATS 4   // out fp32 += acc + bias32; x16 = fp16(out * lns); stats += (sum, sum of squares)
+#define WG_OUT16_LNFOLD_GELU 5  // out fp16 = gelu(rstd acc - rstd mean lns + bias32), (mean, rstd) from stats
+
+template <int BN>
+struct WgLN {
+    float g[BN / 4];         // lns of the thread's columns: gamma (stats) or s (fold)
+    float b[BN / 4];         // fold: b' (bias32) of the thread's columns
+    float mean[2], rstd[2];  // fold: the thread's two rows
+};
+
+// wg_ln_load fetches what the LayerNorm epilogues need once the grid wait
+// is over: lns (and, fold, b') of the thread's columns and (fold) its rows'
+// statistics. (The stats epilogue's bias32 and prior values come through
+// wg_epilogue_load as the residual epilogue's.)
+template <int BN>
+__device__ __forceinline__ void wg_ln_load(WgLN<BN>& ln, int m0, int n0, const float* lns, const float* bias32, const float* stats, int M,
+                                           int K, int mode, float eps) {
+#pragma unroll
+    for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            ln.g[j * 2 + e] = lns[wg_col(n0, j, e)];
+            ln.b[j * 2 + e] = mode == WG_OUT16_LNFOLD_GELU ? bias32[wg_col(n0, j, e)] : 0.f;
+        }
+    if (mode != WG_OUT16_LNFOLD_GELU) return;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int row = wg_row(m0, 2 * h);
+        const float2 st = row < M ? *reinterpret_cast<const float2*>(stats + 2 * row) : make_float2(0.f, 0.f);
+        const float mean = st.x / K;
+        ln.mean[h] = mean;
+        ln.rstd[h] = rsqrtf(fmaxf(st.y / K - mean * mean, 0.f) + eps);
+    }
+}
+
+template <int BN>
+__device__ __forceinline__ void wg_store_ln(const float* acc, const WgEpilogue<BN>& ep, const WgLN<BN>& ln, int m0, int n0, void* out,
+                                            int ldo, int M, int mode, float* stats, half_t* x16, int ldx) {  // x16 (M, ldx)
+    float s1[2] = {0.f, 0.f}, s2[2] = {0.f, 0.f};
+#pragma unroll
+    for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int h = e >> 1, row = wg_row(m0, e), col = wg_col(n0, j, e);
+            const float g = ln.g[j * 2 + (e & 1)];
+            if (mode == WG_OUT16_LNFOLD_GELU) {
+                if (row < M)
+                    ((half_t*)out)[(size_t)row * ldo + col] =
+                        f2h(gelu_tanh(ln.rstd[h] * acc[j * 4 + e] - ln.rstd[h] * ln.mean[h] * g + ln.b[j * 2 + (e & 1)]));
+                continue;
+            }
+            const float v = ep.prior[j * 4 + e] + acc[j * 4 + e] + ep.bias[j * 2 + (e & 1)];
+            if (row < M) {
+                ((float*)out)[(size_t)row * ldo + col] = v;
+                x16[(size_t)row * ldx + col] = f2h(v * g);
+                s1[h] += v, s2[h] += v * v;
+            }
+        }
+    if (mode == WG_OUT16_LNFOLD_GELU) return;
+    // The four lanes of a quad hold the same two rows.
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+#pragma unroll
+        for (int o = 1; o < 4; o <<= 1) {
+            s1[h] += __shfl_xor_sync(0xffffffffu, s1[h], o);
+            s2[h] += __shfl_xor_sync(0xffffffffu, s2[h], o);
+        }
+        const int row = wg_row(m0, 2 * h);
+        if (threadIdx.x % 4 == 0 && row < M) {
+            atomicAdd(stats + 2 * row, s1[h]);
+            atomicAdd(stats + 2 * row + 1, s2[h]);
+        }
+    }
+}
+
 // Grid (ceil(M / 64), OC / BN, S) in clusters of (1, C, 1) (C = 1, 2 or 4:
 // the blocks of a cluster share their x rows), 128 threads, KT * (64 + BN) *
 // 128 + 1024 bytes of dynamic shared memory (wgSmem). tx maps x (rows x S K,
@@ -202,9 +293,11 @@ __device__ __forceinline__ void wg_store(const float* acc, const WgEpilogue<BN>&
 // many blocks ask for at once slowly, NOTES.md).
 #define WG_PLAIN 0
 #define WG_SPLIT 1
+#define WG_LN 2  // K in one slice, the LayerNorm fold's epilogues (modes WG_RESIDUAL_LNSTATS, WG_OUT16_LNFOLD_GELU)
 template <int BN, int KIND>
 __device__ __forceinline__ void gemm_wg_impl(const void* tx, const void* tw, void* out, int ldo, const half_t* bias16,
-                                             const float* bias32, int M, int K, int OC, int mode) {
+                                             const float* bias32, int M, int K, int OC, int mode, const float* lns, float* stats,
+                                             half_t* x16, float eps) {
     extern __shared__ unsigned char wg_raw[];
     __shared__ __align__(8) uint64_t bars[WG_MAX_KT];
     constexpr int A_BYTES = WG_BM * WG_BK * 2, W_BYTES = BN * WG_BK * 2, STAGE = A_BYTES + W_BYTES;
@@ -237,7 +330,12 @@ __device__ __forceinline__ void gemm_wg_impl(const void* tx, const void* tw, voi
             if (kt % csize == crank) tma_load(base + kt * STAGE, tx, k0 + kt * WG_BK, m0, bar0 + 8 * kt, mask);
     }
     WgEpilogue<BN> ep;
-    wg_epilogue_load<BN>(ep, m0, n0, out, ldo, bias16, bias32, M, OC, mode, split);
+    // The stats epilogue takes bias32 and the prior values as the residual
+    // one does; the fold takes neither here (b' comes with wg_ln_load).
+    const int emode = KIND == WG_LN ? (mode == WG_RESIDUAL_LNSTATS ? GEMV_RESIDUAL : GEMV_OUT32) : mode;
+    wg_epilogue_load<BN>(ep, m0, n0, out, ldo, bias16, bias32, M, OC, emode, split);
+    WgLN<BN> ln;
+    if constexpr (KIND == WG_LN) wg_ln_load<BN>(ln, m0, n0, lns, bias32, stats, M, K, mode, eps);
 
     float acc[BN / 2];
 #pragma unroll
@@ -259,7 +357,10 @@ __device__ __forceinline__ void gemm_wg_impl(const void* tx, const void* tw, voi
     // Every x box this block multicast has landed in the others too: each
     // waited for all of its own before getting here, so no block leaves
     // while its shared memory is still a destination.
-    wg_store<BN>(acc, ep, m0, n0, out, ldo, M, OC, mode, split);
+    if constexpr (KIND == WG_LN)
+        wg_store_ln<BN>(acc, ep, ln, m0, n0, out, ldo, M, mode, stats, x16, OC);
+    else
+        wg_store<BN>(acc, ep, m0, n0, out, ldo, M, OC, mode, split);
 }
 #endif
 
@@ -269,16 +370,18 @@ struct __align__(64) TmaMap {
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define WG_BODY(BN, KIND) gemm_wg_impl<BN, KIND>(&tx, &tw, out, ldo, bias16, bias32, M, K, OC, mode);
+#define WG_BODY(BN, KIND) gemm_wg_impl<BN, KIND>(&tx, &tw, out, ldo, bias16, bias32, M, K, OC, mode, lns, stats, x16, eps);
 #else
 #define WG_BODY(BN, KIND)
 #endif
 
-// gemm_wg_n<BN> (plain) and gemm_wg_sk_n<BN> (split K) take the same arguments.
+// gemm_wg_n<BN> (plain), gemm_wg_sk_n<BN> (split K) and gemm_wg_ln_n<BN>
+// (the LayerNorm fold) take the same arguments; lns, stats, x16 and eps are
+// the fold's (x16: rows of K halves).
 #define WG_KERNEL(NAME, BN, KIND)                                                                                  \
     extern "C" __global__ void __launch_bounds__(128, 1)                                                           \
         NAME(const __grid_constant__ TmaMap tx, const __grid_constant__ TmaMap tw, void* out, int ldo, const half_t* bias16, const float* bias32, \
-             int M, int K, int OC, int mode) {                                                                    \
+             int M, int K, int OC, int mode, const float* lns, float* stats, half_t* x16, float eps) {             \
         WG_BODY(BN, KIND)                                                                                          \
     }
 WG_KERNEL(gemm_wg_n16, 16, WG_PLAIN)
@@ -287,3 +390,6 @@ WG_KERNEL(gemm_wg_n64, 64, WG_PLAIN)
 WG_KERNEL(gemm_wg_sk_n16, 16, WG_SPLIT)
 WG_KERNEL(gemm_wg_sk_n32, 32, WG_SPLIT)
 WG_KERNEL(gemm_wg_sk_n64, 64, WG_SPLIT)
+WG_KERNEL(gemm_wg_ln_n16, 16, WG_LN)
+WG_KERNEL(gemm_wg_ln_n32, 32, WG_LN)
+WG_KERNEL(gemm_wg_ln_n64, 64, WG_LN)

@@ -285,6 +285,7 @@ var decodeVariants = []variant{
 	{"graph, gemm_wg in clusters of 2", setVariant(config{wgCluster: 2})},
 	{"graph, gemm_wg without clusters", setVariant(config{wgCluster: 1})},
 	{"graph, cuBLASLt fcproj", setVariant(config{wgNoSplitK: true})},
+	{"graph, LayerNorm kernel before fc", setVariant(config{noLNFold: true})},
 	{"graph, gemv LM head, full-row sampler", setVariant(config{noTiledLMHead: true})},
 	{"graph, key splits for 8 warps an SM (128-register kernels)", setVariant(config{decodeWarps: -1})},
 }
@@ -301,6 +302,7 @@ func init() {
 type config struct {
 	noGraph, blockDecode, noPDL, noTiledLMHead bool
 	wgNoSplitK                                 bool // as cuda.Options.NoWgmmaSplitK
+	noLNFold                                   bool // as cuda.Options.NoWgmmaLNFold
 	gemvRows, skinnyRows, wgRows, wgCluster    int
 	skinnyVariant                              string // a gemm_skinny variant kernel, "" the defaults
 	decodeWarps                                int    // as cuda.Options.DecodeWarpsPerSM
@@ -329,6 +331,9 @@ func setVariant(c config) func(d *cuda.Device) error {
 				return err
 			}
 			if err := d.SetWgmmaSplitK(!c.wgNoSplitK); err != nil {
+				return err
+			}
+			if err := d.SetWgmmaLNFold(!c.noLNFold); err != nil {
 				return err
 			}
 		}
