@@ -17,7 +17,7 @@ const (
 	wgMaxKT          = 12  // WG_MAX_KT: k tiles a block holds, so K <= 768
 	wgWeightBoxRows  = 16  // WG_WBOX: weight rows a TMA box brings
 	tensorMapBytes   = 128 // sizeof(CUtensorMap)
-	wgDefaultCluster = 4   // column tiles that share their x rows (SetWgmmaCluster)
+	wgDefaultCluster = 1   // column tiles that share their x rows (SetWgmmaCluster): none, see below
 	wgFile           = "gemm_wg.cu"
 
 	// cuTensorMapEncodeTiled's enums (cuda.h).
@@ -290,7 +290,11 @@ func wgClusterFor(want, tiles int) int {
 
 // SetWgmmaCluster sets how many column tiles of gemm_wg.cu share their x
 // rows through TMA multicast (1, 2 or 4; 0 = the default) for later steps,
-// dropping captured graphs (A/B measurements).
+// dropping captured graphs (A/B measurements). The default was 4 until the
+// sixteenth session. Since then, with the projections' epilogue fix, fcproj
+// in K slices and the LayerNorm fold, blocks that need no cluster partners
+// resident at once gave 3-9 us shorter overlapped steps at every batch from
+// 48 to 128 (alternating binaries, three rounds; NOTES.md).
 func (d *Device) SetWgmmaCluster(c int) error {
 	if c == 0 {
 		c = wgDefaultCluster

@@ -290,7 +290,8 @@ __device__ __forceinline__ void wg_store_ln(const float* acc, const WgEpilogue<B
 // Each block of a cluster fetches every C-th k tile of the x rows and the
 // TMA multicasts it to all C (one L2 read instead of C: the column tiles
 // all want the same x lines at the same moment, and L2 serves lines that
-// many blocks ask for at once slowly, NOTES.md).
+// many blocks ask for at once slowly, NOTES.md). The device launches C = 1
+// by default (gemm_wg.go, SetWgmmaCluster); 2 and 4 remain for A/Bs.
 #define WG_PLAIN 0
 #define WG_SPLIT 1
 #define WG_LN 2  // K in one slice, the LayerNorm fold's epilogues (modes WG_RESIDUAL_LNSTATS, WG_OUT16_LNFOLD_GELU)

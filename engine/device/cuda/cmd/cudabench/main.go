@@ -283,7 +283,7 @@ var decodeVariants = []variant{
 	{"graph, cuBLASLt for qkv, attproj and fc above 32 rows", setVariant(config{wgRows: -1})},
 	{"graph, gemm_wg up to 64 rows", setVariant(config{wgRows: 64})},
 	{"graph, gemm_wg in clusters of 2", setVariant(config{wgCluster: 2})},
-	{"graph, gemm_wg without clusters", setVariant(config{wgCluster: 1})},
+	{"graph, gemm_wg in clusters of 4", setVariant(config{wgCluster: 4})},
 	{"graph, cuBLASLt fcproj", setVariant(config{wgNoSplitK: true})},
 	{"graph, LayerNorm kernel before fc", setVariant(config{noLNFold: true})},
 	{"graph, gemv LM head, full-row sampler", setVariant(config{noTiledLMHead: true})},
