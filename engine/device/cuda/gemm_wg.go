@@ -290,11 +290,12 @@ func wgClusterFor(want, tiles int) int {
 
 // SetWgmmaCluster sets how many column tiles of gemm_wg.cu share their x
 // rows through TMA multicast (1, 2 or 4; 0 = the default) for later steps,
-// dropping captured graphs (A/B measurements). The default was 4 until the
-// sixteenth session. Since then, with the projections' epilogue fix, fcproj
-// in K slices and the LayerNorm fold, blocks that need no cluster partners
-// resident at once gave 3-9 us shorter overlapped steps at every batch from
-// 48 to 128 (alternating binaries, three rounds; NOTES.md).
+// dropping captured graphs (A/B measurements). The default was 4 from the
+// thirteenth session to the sixteenth. By then the epilogue fix, fcproj in K
+// slices and the LayerNorm fold had changed what the projections wait on,
+// and launching them without clusters gave 3-9 us shorter overlapped steps
+// at every batch from 48 to 128 (alternating binaries, three rounds;
+// NOTES.md).
 func (d *Device) SetWgmmaCluster(c int) error {
 	if c == 0 {
 		c = wgDefaultCluster
