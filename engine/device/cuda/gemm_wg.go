@@ -27,8 +27,10 @@ const (
 )
 
 // wgTilesN are the kernels' output columns a block (gemm_wg_n<BN>), smallest
-// first.
-var wgTilesN = []int{16, 32, 64}
+// first. 48 lets a 65-128-row step spread qkv, fc and fcproj's slices over
+// 96-128 SMs instead of 72-96 at 64 columns (overlapped step at batch 128
+// 0.846 against 0.859-0.860 ms, batch 96 and 112 10-11 us shorter; NOTES.md).
+var wgTilesN = []int{16, 32, 48, 64}
 
 // wgKind is which kernel family of gemm_wg.cu a launch takes (its KIND).
 type wgKind int

@@ -143,7 +143,7 @@ func runLNFoldCase(t *testing.T, g *gpu, r *rand.Rand, M, C int, eps float32) {
 			t.Fatal(err)
 		}
 	}
-	for _, kind := range []int{16, 32, 64} {
+	for _, kind := range wgTilesN {
 		if err := g.setMaxDynamicSmem(g.kernel(wgKernelName(kind, wgLN)), wgSmem(kind, C)); err != nil {
 			t.Fatal(err)
 		}

@@ -89,8 +89,8 @@ func TestWgSplits(t *testing.T) {
 
 func TestWgTileN(t *testing.T) {
 	for _, c := range []struct{ rows, oc, want int }{
-		{128, 2304, 64}, // 72 blocks; 32 would be 144
-		{128, 3072, 64}, // 96
+		{128, 2304, 48}, // 96 blocks; 32 would be 144
+		{128, 3072, 48}, // 128
 		{128, 768, 16},  // 96
 		{64, 2304, 32},  // 72
 		{64, 768, 16},   // 48

@@ -110,6 +110,15 @@ __device__ __forceinline__ void wgmma_n32(float* d, uint64_t a, uint64_t b) {
         : "l"(a), "l"(b));
 }
 
+// wgmma_n48: d(64 x 48) += A(64 x 16) B(48 x 16)^T, both K-major in shared memory.
+__device__ __forceinline__ void wgmma_n48(float* d, uint64_t a, uint64_t b) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n48k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23}, %24, %25, 1, 1, 1, 0, 0;"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
+        : "l"(a), "l"(b));
+}
+
 // wgmma_n64: d(64 x 64) += A(64 x 16) B(64 x 16)^T, both K-major in shared memory.
 __device__ __forceinline__ void wgmma_n64(float* d, uint64_t a, uint64_t b) {
     asm volatile(
@@ -123,6 +132,7 @@ template <int BN>
 __device__ __forceinline__ void wgmma_step(float* d, uint64_t a, uint64_t b) {
     if constexpr (BN == 16) wgmma_n16(d, a, b);
     if constexpr (BN == 32) wgmma_n32(d, a, b);
+    if constexpr (BN == 48) wgmma_n48(d, a, b);
     if constexpr (BN == 64) wgmma_n64(d, a, b);
 }
 
@@ -387,10 +397,13 @@ struct __align__(64) TmaMap {
     }
 WG_KERNEL(gemm_wg_n16, 16, WG_PLAIN)
 WG_KERNEL(gemm_wg_n32, 32, WG_PLAIN)
+WG_KERNEL(gemm_wg_n48, 48, WG_PLAIN)
 WG_KERNEL(gemm_wg_n64, 64, WG_PLAIN)
 WG_KERNEL(gemm_wg_sk_n16, 16, WG_SPLIT)
 WG_KERNEL(gemm_wg_sk_n32, 32, WG_SPLIT)
+WG_KERNEL(gemm_wg_sk_n48, 48, WG_SPLIT)
 WG_KERNEL(gemm_wg_sk_n64, 64, WG_SPLIT)
 WG_KERNEL(gemm_wg_ln_n16, 16, WG_LN)
 WG_KERNEL(gemm_wg_ln_n32, 32, WG_LN)
+WG_KERNEL(gemm_wg_ln_n48, 48, WG_LN)
 WG_KERNEL(gemm_wg_ln_n64, 64, WG_LN)
