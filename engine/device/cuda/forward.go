@@ -221,25 +221,26 @@ func (d *Device) forward(p *stepPlan) error {
 func (d *Device) foldedLN2(l, N int) error {
 	a, w, C := &d.act, &d.w.layers[l], d.cfg.Channels
 	ln := wgLNArgs{lns: w.ln2W, stats: a.lnStats + devPtr(4*2*N*l), x16: a.ln, eps: d.cfg.LayerNormEpsilon}
-	ok, err := d.wgLN(a.residual, C, a.attn, w.attProjW, 0, w.attProjB, N, C, C, wgResidualLNStats, ln)
-	if err == nil && !ok {
-		err = fmt.Errorf("cuda: LayerNorm fold: gemm_wg.cu did not take attproj at %d rows", N)
-	}
-	if err != nil {
-		return err
-	}
-	if err := d.mark("gemm_attproj"); err != nil {
+	if err := d.foldedProjection(a.residual, a.attn, w.attProjW, w.attProjB, N, C, wgResidualLNStats, ln, "gemm_attproj"); err != nil {
 		return err
 	}
 	ln.lns, ln.x16 = w.fcLNs, 0
-	ok, err = d.wgLN(a.fc, 4*C, a.ln, w.fcW, 0, w.fcLNb, N, C, 4*C, wgOut16LNFoldGelu, ln)
+	return d.foldedProjection(a.fc, a.ln, w.fcW, w.fcLNb, N, 4*C, wgOut16LNFoldGelu, ln, "gemm_fc_gelu")
+}
+
+// foldedProjection writes out (N x oc, rows of oc) = x (N x C) @ w^T
+// through gemm_wg.cu with a LayerNorm fold epilogue (mode, ln; bias32 as
+// the mode takes it) and marks name's span. lnFold chose the fold for N
+// rows, so gemm_wg.cu declining the projection is a bug.
+func (d *Device) foldedProjection(out, x, w, bias32 devPtr, N, oc, mode int, ln wgLNArgs, name string) error {
+	ok, err := d.wgLN(out, oc, x, w, 0, bias32, N, d.cfg.Channels, oc, mode, ln)
 	if err == nil && !ok {
-		err = fmt.Errorf("cuda: LayerNorm fold: gemm_wg.cu did not take fc at %d rows", N)
+		err = fmt.Errorf("cuda: LayerNorm fold: gemm_wg.cu did not take the %d x %d projection (mode %d) at %d rows", d.cfg.Channels, oc, mode, N)
 	}
 	if err != nil {
 		return err
 	}
-	return d.mark("gemm_fc_gelu")
+	return d.mark(name)
 }
 
 // layernorm runs LN over R rows of inp (rows = 0: the first R rows; else an
