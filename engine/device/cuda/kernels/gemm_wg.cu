@@ -395,15 +395,12 @@ struct __align__(64) TmaMap {
              int M, int K, int OC, int mode, const float* lns, float* stats, half_t* x16, float eps) {             \
         WG_BODY(BN, KIND)                                                                                          \
     }
-WG_KERNEL(gemm_wg_n16, 16, WG_PLAIN)
-WG_KERNEL(gemm_wg_n32, 32, WG_PLAIN)
-WG_KERNEL(gemm_wg_n48, 48, WG_PLAIN)
-WG_KERNEL(gemm_wg_n64, 64, WG_PLAIN)
-WG_KERNEL(gemm_wg_sk_n16, 16, WG_SPLIT)
-WG_KERNEL(gemm_wg_sk_n32, 32, WG_SPLIT)
-WG_KERNEL(gemm_wg_sk_n48, 48, WG_SPLIT)
-WG_KERNEL(gemm_wg_sk_n64, 64, WG_SPLIT)
-WG_KERNEL(gemm_wg_ln_n16, 16, WG_LN)
-WG_KERNEL(gemm_wg_ln_n32, 32, WG_LN)
-WG_KERNEL(gemm_wg_ln_n48, 48, WG_LN)
-WG_KERNEL(gemm_wg_ln_n64, 64, WG_LN)
+// Every width of wgTilesN (gemm_wg.go) for each kind.
+#define WG_KERNELS(PREFIX, KIND)              \
+    WG_KERNEL(gemm_wg_##PREFIX##n16, 16, KIND) \
+    WG_KERNEL(gemm_wg_##PREFIX##n32, 32, KIND) \
+    WG_KERNEL(gemm_wg_##PREFIX##n48, 48, KIND) \
+    WG_KERNEL(gemm_wg_##PREFIX##n64, 64, KIND)
+WG_KERNELS(, WG_PLAIN)
+WG_KERNELS(sk_, WG_SPLIT)
+WG_KERNELS(ln_, WG_LN)
