@@ -78,14 +78,15 @@ struct Scratch {
 
 __device__ __forceinline__ bool bit(const uint32_t* m, int i) { return (m[i >> 5] >> (i & 31)) & 1u; }
 
-// scan_row calls f(i, x[i]) for this thread's ids, in ascending id order,
-// keeping several loads in flight: 16-byte loads when rows are 16-byte
-// aligned (vec4), else 8 strided scalar loads per round.
+// scan_row calls f(i, x[i]) for this thread's ids but skip (-1: none), in
+// ascending id order, keeping several loads in flight: 16-byte loads when
+// rows are 16-byte aligned (vec4), else 8 strided scalar loads per round.
+// The skipped id is tested once per 16 bytes, not once per id.
 template <typename F>
-__device__ __forceinline__ void scan_row(const float* x, int V, bool vec4, F f) {
+__device__ __forceinline__ void scan_row(const float* x, int V, bool vec4, F f, int skip = -1) {
     if (vec4) {
         const float4* x4 = reinterpret_cast<const float4*>(x);
-        const int n4 = V / 4;
+        const int n4 = V / 4, skip4 = skip >= 0 ? skip / 4 : -1;
         for (int b = threadIdx.x; b < n4; b += 4 * SAMPLE_THREADS) {
             float4 v[4];
 #pragma unroll
@@ -95,16 +96,21 @@ __device__ __forceinline__ void scan_row(const float* x, int V, bool vec4, F f) 
             }
 #pragma unroll
             for (int u = 0; u < 4; u++) {
-                int j = b + u * SAMPLE_THREADS;
-                if (j < n4) {
-                    f(4 * j, v[u].x);
-                    f(4 * j + 1, v[u].y);
-                    f(4 * j + 2, v[u].z);
-                    f(4 * j + 3, v[u].w);
+                const int j = b + u * SAMPLE_THREADS;
+                if (j >= n4) continue;
+                const float e[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+                if (j != skip4) {
+#pragma unroll
+                    for (int c = 0; c < 4; c++) f(4 * j + c, e[c]);
+                } else {
+#pragma unroll
+                    for (int c = 0; c < 4; c++)
+                        if (4 * j + c != skip) f(4 * j + c, e[c]);
                 }
             }
         }
-        for (int i = 4 * n4 + threadIdx.x; i < V; i += SAMPLE_THREADS) f(i, x[i]);
+        for (int i = 4 * n4 + threadIdx.x; i < V; i += SAMPLE_THREADS)
+            if (i != skip) f(i, x[i]);
         return;
     }
     for (int b = threadIdx.x; b < V; b += 8 * SAMPLE_THREADS) {
@@ -117,7 +123,7 @@ __device__ __forceinline__ void scan_row(const float* x, int V, bool vec4, F f) 
 #pragma unroll
         for (int u = 0; u < 8; u++) {
             int i = b + u * SAMPLE_THREADS;
-            if (i < V) f(i, v[u]);
+            if (i < V && i != skip) f(i, v[u]);
         }
     }
 }
@@ -312,9 +318,15 @@ template <typename Scan>
 __device__ bool fast_top_k(Scratch& sm, Scan scan, int banned, int K, uint32_t tau) {
     if (threadIdx.x == 0) sm.ncand = 0;
     __syncthreads();
+    // key >= tau as a float compare, one instruction an id: float_key is
+    // monotonic and tau's low 16 bits are clear, so tau_f is a float whose
+    // key is tau (never -0), not NaN once tau is above -inf's key; at or
+    // below it every id reaches tau.
+    const bool all = tau <= float_key(NEG_INF);
+    const float tau_f = key_float(tau);
     scan([&](int i, float v) {
-        uint32_t key = float_key(finite_or_neginf(v));
-        if (key >= tau && i != banned) {
+        if ((all || v >= tau_f) && i != banned) {
+            const uint32_t key = float_key(finite_or_neginf(v));
             int p = atomicAdd(&sm.ncand, 1);
             if (p < FAST_CAP) sm.u.fc.key[p] = key, sm.u.fc.id[p] = i;
         }
@@ -474,9 +486,19 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
                 if (i != banned) take(float_key(finite_or_neginf(x[i])), i);
         }
     } else {
+        // Float compares here, the packs once a thread (~3 instructions an
+        // id instead of ~14; the sampler is issue-bound, NOTES.md). Ids come
+        // in ascending order, so a strict > keeps the lowest of equal maxima;
+        // -0 == +0, and NaN never wins.
+        float best = NEG_INF;
+        int at = NO_ID;
         scan_row(x, V, vec4, [&](int i, float v) {
-            if (i != banned) take(float_key(finite_or_neginf(v)), i);
-        });
+            if (v > best) best = v, at = i;
+        }, banned);
+        if (at != NO_ID)
+            take(float_key(best), at);
+        else  // every id of this thread is -inf or NaN: the lowest one, as the packs take it
+            scan_row(x, V, vec4, [&](int i, float v) { take(float_key(finite_or_neginf(v)), i); }, banned);
     }
     const uint32_t my_key = (uint32_t)(bestp >> 32);  // this thread's largest key (0: none)
     for (int o = 16; o > 0; o >>= 1) {
