@@ -66,10 +66,7 @@ struct Scratch {
     uint32_t cand[MAX_V / 32];  // rule 2 candidates (general path)
     union {
         uint32_t keep[MAX_V / 32];  // rule 4 survivors (general path)
-        struct {
-            uint32_t key[FAST_CAP];  // fast path: collected keys and ids
-            int id[FAST_CAP];
-        } fc;
+        unsigned long long pack[FAST_CAP];  // fast path: collected (key, ~id) packs
     } u;
     int cid[COMPACT_MAX];  // compacted candidates, ascending id
     float cl[COMPACT_MAX];
@@ -313,7 +310,8 @@ __device__ void mark_ids(Scratch& sm, uint32_t* out, int V, KeyF keyf, Above abo
 // fast_top_k: the exact top K (<= COMPACT_MAX) non-banned ids into sm.cid /
 // sm.cl in ascending id order, given tau <= the K-th largest key; scan(f)
 // calls f(i, logit) for (at least) every id whose key reaches tau. Returns
-// false (nothing written) when more than FAST_CAP ids reach tau.
+// false (nothing written) when more than FAST_CAP ids reach tau, or (tau
+// not a bound after all) fewer than K.
 template <typename Scan>
 __device__ bool fast_top_k(Scratch& sm, Scan scan, int banned, int K, uint32_t tau) {
     if (threadIdx.x == 0) sm.ncand = 0;
@@ -328,50 +326,38 @@ __device__ bool fast_top_k(Scratch& sm, Scan scan, int banned, int K, uint32_t t
         if ((all || v >= tau_f) && i != banned) {
             const uint32_t key = float_key(finite_or_neginf(v));
             int p = atomicAdd(&sm.ncand, 1);
-            if (p < FAST_CAP) sm.u.fc.key[p] = key, sm.u.fc.id[p] = i;
+            if (p < FAST_CAP) sm.u.pack[p] = ((unsigned long long)key << 32) | (0xffffffffu - (uint32_t)i);
         }
     });
     __syncthreads();
     const int n = sm.ncand;
-    if (n > FAST_CAP) return false;  // uniform: every thread read the same count
-    // Rank = ids ordered before this one by (key desc, id asc); keep rank < K.
-    bool sel[FAST_CAP / SAMPLE_THREADS];
+    if (n > FAST_CAP || n < K) return false;  // uniform: every thread read the same count
+    // Rank = packs above this one: ids ordered before it by (key desc, id
+    // asc), one 64-bit compare each. The top K go to their rank's slot of
+    // sel (sm.cw's space, free until rule 3), so that placing them in id
+    // order takes K compares each, not n.
+    int* sel = reinterpret_cast<int*>(sm.cw);
 #pragma unroll
     for (int s = 0; s < FAST_CAP / SAMPLE_THREADS; s++) {
         const int j = threadIdx.x + s * SAMPLE_THREADS;
-        sel[s] = false;
         if (j < n) {
-            const uint32_t kj = sm.u.fc.key[j];
-            const int ij = sm.u.fc.id[j];
+            const unsigned long long pj = sm.u.pack[j];
             int rank = 0;
-            for (int q = 0; q < n; q++) {
-                uint32_t kq = sm.u.fc.key[q];
-                rank += (kq > kj || (kq == kj && sm.u.fc.id[q] < ij)) ? 1 : 0;
-            }
-            sel[s] = rank < K;
+#pragma unroll 8
+            for (int q = 0; q < n; q++) rank += sm.u.pack[q] > pj ? 1 : 0;
+            if (rank < K) sel[rank] = j;
         }
     }
     __syncthreads();
-#pragma unroll
-    for (int s = 0; s < FAST_CAP / SAMPLE_THREADS; s++) {
-        const int j = threadIdx.x + s * SAMPLE_THREADS;
-        if (sel[s]) sm.u.fc.id[j] |= 0x80000000;  // mark: selected
-    }
-    __syncthreads();
-    // Position among the selected in ascending id order.
-#pragma unroll
-    for (int s = 0; s < FAST_CAP / SAMPLE_THREADS; s++) {
-        const int j = threadIdx.x + s * SAMPLE_THREADS;
-        if (sel[s]) {
-            const int ij = sm.u.fc.id[j] & 0x7fffffff;
-            int pos = 0;
-            for (int q = 0; q < n; q++) {
-                int iq = sm.u.fc.id[q];
-                pos += (iq < 0 && (iq & 0x7fffffff) < ij) ? 1 : 0;
-            }
-            sm.cid[pos] = ij;
-            sm.cl[pos] = key_float(sm.u.fc.key[j]);
-        }
+    // Position among the top K in ascending id order (a larger pack's low
+    // word, ~id, is larger for a lower id).
+    if (threadIdx.x < K) {
+        const unsigned long long pj = sm.u.pack[sel[threadIdx.x]];
+        const uint32_t nj = (uint32_t)pj;
+        int pos = 0;
+        for (int q = 0; q < K; q++) pos += (uint32_t)sm.u.pack[sel[q]] > nj ? 1 : 0;
+        sm.cid[pos] = (int)(0xffffffffu - nj);
+        sm.cl[pos] = key_float((uint32_t)(pj >> 32));
     }
     __syncthreads();
     return true;
