@@ -472,9 +472,9 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
                 if (i != banned) take(float_key(finite_or_neginf(x[i])), i);
         }
     } else {
-        // Float compares here, the packs once a thread (~3 instructions an
-        // id instead of ~14; the sampler is issue-bound, NOTES.md). Ids come
-        // in ascending order, so a strict > keeps the lowest of equal maxima;
+        // Float compares here, the packs once a thread: ~3 instructions an
+        // id instead of ~14 (NOTES.md, seventeenth session). Ids come in
+        // ascending order, so a strict > keeps the lowest of equal maxima;
         // -0 == +0, and NaN never wins.
         float best = NEG_INF;
         int at = NO_ID;
