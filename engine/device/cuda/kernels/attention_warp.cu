@@ -91,7 +91,23 @@ __device__ __forceinline__ void attention_decode_warp_impl(half_t* out, const ha
     lookup(kbeg, off);  // block tables are step inputs: before the wait
     load(kr, kc, kbeg);
     load(vr, vc, kbeg);
-    if (kbeg + (4 * R) < kend) lookup(kbeg + (4 * R), off);
+    if (kbeg + (4 * R) < kend) {
+        lookup(kbeg + (4 * R), off);
+        // The second round's K and V lines are asked into L2 too (a lane per
+        // key), so that while qkv runs the DRAM streams twice what the first
+        // round's registers hold: batch 128 overlapped 0.842-0.844 -> 0.826 ms
+        // (NOTES.md, seventeenth session).
+        if (sub == 0) {
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const int j = kbeg + (4 * R) + 4 * r + kq;
+                if (j < kend && j < p0) {
+                    asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const uint4*>(kc) + off[r]));
+                    asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const uint4*>(vc) + off[r]));
+                }
+            }
+        }
+    }
     grid_dep_wait();     // qkv belongs to earlier kernels
     if (kbeg <= p && p < kend && kq == 0) {  // fused KV append of the new token
         size_t o = kv_offset(bt[p / B], h, p % B, NH, B, HD) + sub * 8;
