@@ -298,18 +298,14 @@ func (d *Device) lnProjection(out devPtr, ldo int, lnW, lnB, w, bias16 devPtr, N
 	return d.mark(name)
 }
 
-func projectionMode(gelu bool) int {
-	if gelu {
-		return gemvOut16BiasGelu
-	}
-	return gemvOut16Bias
-}
-
 // projection writes out(N, oc) fp16 = inp(N, K) @ w^T + bias16 [then GELU]
 // through gemm_skinny.cu, gemm_wg.cu or cuBLASLt (over gemmRows(N) rows, see
 // prewarm.go).
 func (d *Device) projection(out devPtr, ldo int, inp, w, bias16 devPtr, N, K, oc int, gelu bool) error {
-	mode := projectionMode(gelu)
+	mode := gemvOut16Bias
+	if gelu {
+		mode = gemvOut16BiasGelu
+	}
 	if d.useSkinny(N) {
 		return d.skinny(out, ldo, inp, K, w, bias16, 0, N, K, oc, mode)
 	}

@@ -251,11 +251,12 @@ func (d *Device) useWG(rows, K, mode int) bool {
 }
 
 // lnFold reports whether a step of rows folds the LayerNorm before fc into
-// attproj's and fc's epilogues: both go through gemm_wg.cu in one K slice,
-// unless Options.NoWgmmaLNFold.
+// attproj's and fc's epilogues: both go through gemm_wg.cu in one K slice
+// (K = C; in one slice useWG takes every epilogue alike), unless
+// Options.NoWgmmaLNFold.
 func (d *Device) lnFold(rows int) bool {
 	C := d.cfg.Channels
-	return !d.opts.NoWgmmaLNFold && wgSplits(C) == 1 && d.useWG(rows, C, gemvResidual) && d.useWG(rows, C, gemvOut16BiasGelu)
+	return !d.opts.NoWgmmaLNFold && wgSplits(C) == 1 && d.useWG(rows, C, gemvResidual)
 }
 
 // wg runs out = x @ w^T through gemm_wg.cu when useWG takes the step, both
