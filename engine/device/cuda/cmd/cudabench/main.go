@@ -20,6 +20,7 @@ import (
 	"github.com/roseinfer/roseinfer/engine/device"
 	"github.com/roseinfer/roseinfer/engine/device/cuda"
 	"github.com/roseinfer/roseinfer/engine/model"
+	"github.com/roseinfer/roseinfer/engine/profile/phase"
 	"github.com/roseinfer/roseinfer/engine/sample"
 )
 
@@ -31,6 +32,7 @@ type options struct {
 	gen, blockSize        int
 	maxStepTokens         int
 	skipOffline, skipProf bool
+	gpuSpans              bool // overlapped decode: also the steps' GPU time (span events)
 	ncuBatches            string
 	gemmChain             string
 	sampling              string
@@ -52,6 +54,7 @@ func main() {
 	flag.IntVar(&o.maxStepTokens, "max-step-tokens", 8192, "largest step in tokens")
 	flag.BoolVar(&o.skipOffline, "skip-offline", false, "skip the offline run")
 	flag.BoolVar(&o.skipProf, "skip-profile", false, "skip the per-op table")
+	flag.BoolVar(&o.gpuSpans, "gpu-spans", false, "overlapped decode: also report the median GPU time of a step (events around each step)")
 	flag.StringVar(&o.ncuBatches, "ncu-batches", "", "only run one profiled decode step per batch size (for ncu --profile-from-start off)")
 	flag.StringVar(&o.sampling, "sampling", "T0.7/p0.9/k50", "sampling of every step: T0.7/p0.9/k50 or greedy")
 	flag.StringVar(&o.gemmChain, "gemm-chain", "", "only run the projection diagnostics at these row counts (e.g. 64,128)")
@@ -182,11 +185,14 @@ func run(o options) error {
 		if err := decodeVariants[0].set(d); err != nil {
 			return err
 		}
-		ms, err := decodeOverlapped(d, r, b, o, params, alloc)
+		ms, gpuMs, err := decodeOverlapped(d, r, b, o, params, alloc)
 		if err != nil {
 			return fmt.Errorf("decode batch %d (overlapped): %w", b, err)
 		}
 		record(fmt.Sprintf("decode step, batch %d, ctx %d (graph, overlapped: step period)", b, o.ctx), fmt.Sprintf("%.3f ms (%.0f tok/s)", ms, float64(b)/ms*1000))
+		if o.gpuSpans {
+			record(fmt.Sprintf("decode step, batch %d, ctx %d (graph, overlapped: GPU time of a step, median)", b, o.ctx), fmt.Sprintf("%.3f ms", gpuMs))
+		}
 	}
 	if err := decodeVariants[0].set(d); err != nil {
 		return err
@@ -478,32 +484,48 @@ func chunkStep(d *cuda.Device, r *rand.Rand, o options, p sample.Params, alloc f
 // decodeOverlapped runs o.steps decode steps as the engine does with overlap
 // scheduling (step k+1 submitted before step k is collected, fed its tokens
 // on the GPU) and returns the mean step period in ms after 5 warm-up steps:
-// the decode step time a serving engine sees, host work hidden.
-func decodeOverlapped(d *cuda.Device, r *rand.Rand, b int, o options, p sample.Params, alloc func(int) []int32) (float64, error) {
+// the decode step time a serving engine sees, host work hidden. With
+// -gpu-spans gpu is the median GPU time of a step (0 otherwise).
+func decodeOverlapped(d *cuda.Device, r *rand.Rand, b int, o options, p sample.Params, alloc func(int) []int32) (period, gpu float64, err error) {
 	seqs, err := decodeSeqs(d, r, b, o, p, alloc)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
+	}
+	if o.gpuSpans {
+		// Events around each step, on the stream: what the GPU spends on a
+		// step against the period shows the time between steps.
+		d.EnableSpans(true)
+		defer d.EnableSpans(false)
 	}
 	if err := d.Submit(decodeBatch(seqs, o, 0, int32(r.IntN(50000)))); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	var out []device.Sampled
+	var spans []phase.DeviceSpan
+	var gpuMs []float64
 	var start time.Time
 	for k := 1; k < o.steps+5; k++ {
 		if err := d.Submit(decodeBatch(seqs, o, k, device.FromPrevious)); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if out, err = d.Collect(out); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if k == 5 {
 			start = time.Now()
 		}
+		if spans = d.AppendSpans(spans[:0]); k > 5 && len(spans) > 0 {
+			gpuMs = append(gpuMs, float64(spans[0].Dur.Microseconds())/1000)
+		}
 	}
 	if _, err = d.Collect(out); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return float64(time.Since(start).Microseconds()) / 1000 / float64(o.steps), nil
+	if len(gpuMs) > 0 {
+		sort.Float64s(gpuMs)
+		gpu = gpuMs[len(gpuMs)/2]
+	}
+	return float64(time.Since(start).Microseconds()) / 1000 / float64(o.steps), gpu, nil
 }
 
 // prefill runs the sequences' prompts in steps of at most maxTokens tokens.
