@@ -97,7 +97,7 @@ func (d *Device) forward(p *stepPlan) error {
 			case shape.splitsKernel:
 				k = d.kDecodeSplits
 			}
-			if err := g.launch(k, p.nDecode, shape.gridY, shape.gridZ, shape.threads, 0,
+			if err := g.launch(k, p.nDecode, shape.gridY, shape.gridZ, shape.threads, shape.smem,
 				argPtr(a.attn), argPtr(a.qkv), argPtr(kc), argPtr(vc), argPtr(p.in(lay.blockTables)), argInt(d.maxBlocks),
 				argPtr(p.in(lay.qStart)), argPtr(p.in(lay.ctx)), argPtr(p.in(lay.newFrom)), argPtr(p.in(lay.decSeqs)), argInt(NH), argInt(d.kv.BlockSizeTokens), argF32(scale),
 				argInt(nsplit), argPtr(a.attnPart)); err != nil {
@@ -354,6 +354,7 @@ func (d *Device) decodeSplits(nDecode int) (nsplit int, r4 bool) {
 // head) pairs: grid (decode sequences, gridY, gridZ) of threads each.
 type decodeLaunch struct {
 	gridY, gridZ, threads int
+	smem                  int  // dynamic shared memory a block (the splits' partials)
 	splitsKernel          bool // attention_decode_warp_splits_64
 }
 
@@ -369,14 +370,28 @@ func decodeShape(warp bool, NH, nsplit int) decodeLaunch {
 	case nsplit == 1:
 		return decodeLaunch{gridY: ceilDiv(NH, warpDecodeHeads), gridZ: 1, threads: 32 * warpDecodeHeads}
 	default:
-		return decodeLaunch{gridY: NH, gridZ: 1, threads: 32 * nsplit, splitsKernel: true}
+		return decodeLaunch{gridY: NH, gridZ: 1, threads: 32 * nsplit, smem: max(nsplit*(warpDecodeHeadDim+2)*4, decodeSplitsSmem), splitsKernel: true}
 	}
 }
 
 const (
-	r4MaxSplits     = 8  // attention_decode_warp_splits_r4_64: at most 256 threads a block
-	maxDecodeSplits = 16 // AW_MAX_SPLITS in attention_warp.cu merges up to this many
-	warpDecodeHeads = 4  // AW_WARPS in attention_warp.cu
+	r4MaxSplits       = 8  // attention_decode_warp_splits_r4_64: at most 256 threads a block
+	maxDecodeSplits   = 16 // AW_MAX_SPLITS in attention_warp.cu merges up to this many
+	warpDecodeHeads   = 4  // AW_WARPS in attention_warp.cu
+	warpDecodeHeadDim = 64 // the warp kernels' head size
+	// decodeSplitsSmem is the least shared memory a block of the splits
+	// kernels asks for, far more than its partials need: it caps how many of
+	// the blocks, launched early (PDL), sit beside the qkv projection's
+	// block on an SM. Each issues its first KV loads there before its grid
+	// wait, and a dozen of them slow qkv down. 9 KB leaves room for 5 beside
+	// a 48-column tile at 128 rows (174 KB) and 8 beside a 32-column one at
+	// 64 rows (148 KB), and still 12 (24 warps) on an SM of their own.
+	// Alternating with 4.2 KB (the partials' static size until then), three
+	// rounds, overlapped step: batch 64 0.529-0.534 -> 0.522-0.526 ms, batch
+	// 96 0.710-0.711 -> 0.705-0.710, batch 128 0.817-0.818 either way; 0.5 KB
+	// (every block beside qkv) 0.538-0.542 / 0.717-0.721 / 0.825-0.826, 17 KB
+	// 0.520-0.525 / 0.723-0.724 / 0.829-0.830 (NOTES.md, eighteenth session).
+	decodeSplitsSmem = 9000
 )
 
 // kvLayer returns layer l's K and V cache bases within the one KV allocation.

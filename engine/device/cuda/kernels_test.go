@@ -219,7 +219,7 @@ func runAttentionCase(t *testing.T, g *gpu, r *rand.Rand, NH, HD, B int, ctx, ql
 		if shape.splitsKernel && decode != "attention_decode_warp_splits_r4_64" {
 			decode = "attention_decode_warp_splits_64"
 		}
-		if err := g.launch(g.kernel(decode), len(dec), shape.gridY, shape.gridZ, shape.threads, 0, argPtr(out), argPtr(dQKV),
+		if err := g.launch(g.kernel(decode), len(dec), shape.gridY, shape.gridZ, shape.threads, shape.smem, argPtr(out), argPtr(dQKV),
 			argPtr(dK), argPtr(dV), argPtr(dDecBT), argInt(maxBlocks), argPtr(dDecQS), argPtr(dDecCtx), argPtr(dDecFrom), argPtr(dDec),
 			argInt(NH), argInt(B), argF32(scale), argInt(nsplit), argPtr(part)); err != nil {
 			t.Fatal(err)

@@ -44,7 +44,9 @@ __device__ __forceinline__ void attention_decode_warp_impl(half_t* out, const ha
                                                            const int* new_from, const int* dec_seqs, int NH,
                                                            int B, float scale, int nsplit) {
     constexpr int HD = 64;
-    __shared__ float sp[SPLITS ? AW_MAX_SPLITS : 1][HD + 2];  // SPLITS: each split's [m, l, acc[HD]]
+    // SPLITS: each split's [m, l, acc[HD]], rows of HD + 2 floats in the
+    // dynamic shared memory (decodeShape sizes it, with room to spare).
+    extern __shared__ float aw_sp[];
     grid_dep_launch();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, sub = lane & 7, kq = lane >> 3;
     const int h = SPLITS ? blockIdx.y : blockIdx.y * AW_WARPS + warp;
@@ -210,13 +212,13 @@ __device__ __forceinline__ void attention_decode_warp_impl(half_t* out, const ha
     // split order: lane i < nsplit takes split i's (m, l) and the warp
     // reduces them, then each lane weighs its two output dims of every split.
     if (kq == 0) {
-        if (sub == 0) sp[split][0] = m, sp[split][1] = l;
+        if (sub == 0) aw_sp[split * (HD + 2)] = m, aw_sp[split * (HD + 2) + 1] = l;
 #pragma unroll
-        for (int i = 0; i < 8; i++) sp[split][2 + sub * 8 + i] = acc[i];
+        for (int i = 0; i < 8; i++) aw_sp[split * (HD + 2) + 2 + sub * 8 + i] = acc[i];
     }
     __syncthreads();
     if (warp != 0) return;
-    const float mi = lane < nsplit ? sp[lane][0] : NEG_INF, li = lane < nsplit ? sp[lane][1] : 0.f;
+    const float mi = lane < nsplit ? aw_sp[lane * (HD + 2)] : NEG_INF, li = lane < nsplit ? aw_sp[lane * (HD + 2) + 1] : 0.f;
     float M = mi;
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
@@ -226,7 +228,7 @@ __device__ __forceinline__ void attention_decode_warp_impl(half_t* out, const ha
 #pragma unroll
     for (int i = 0; i < AW_MAX_SPLITS; i++) {
         const float w = __shfl_sync(0xffffffffu, wi, i);
-        if (i < nsplit) o0 += sp[i][2 + 2 * lane] * w, o1 += sp[i][3 + 2 * lane] * w;
+        if (i < nsplit) o0 += aw_sp[i * (HD + 2) + 2 + 2 * lane] * w, o1 += aw_sp[i * (HD + 2) + 3 + 2 * lane] * w;
     }
     *(uint32_t*)(out + (size_t)t * C + h * HD + 2 * lane) = (uint32_t)f2h(o0 / L) | ((uint32_t)f2h(o1 / L) << 16);
 }
