@@ -386,11 +386,10 @@ const (
 	// wait, and a dozen of them slow qkv down. 9 KB leaves room for 5 beside
 	// a 48-column tile at 128 rows (174 KB) and 8 beside a 32-column one at
 	// 64 rows (148 KB), and still 12 (24 warps) on an SM of their own.
-	// Alternating with 4.2 KB (the partials' static size until then), three
-	// rounds, overlapped step: batch 64 0.529-0.534 -> 0.522-0.526 ms, batch
-	// 96 0.710-0.711 -> 0.705-0.710, batch 128 0.817-0.818 either way; 0.5 KB
-	// (every block beside qkv) 0.538-0.542 / 0.717-0.721 / 0.825-0.826, 17 KB
-	// 0.520-0.525 / 0.723-0.724 / 0.829-0.830 (NOTES.md, eighteenth session).
+	// Against 4.2 KB (the partials' static size until then), overlapped
+	// step: batch 24 -2, 48 -6 to -14 us, 64 -7, 96 -3; batch 1, 16, 32
+	// and 128 within noise; batch 12 +3 us. 0.5 KB and 17 KB both lose at
+	// 96-128 (NOTES.md, eighteenth session).
 	decodeSplitsSmem = 9000
 )
 
