@@ -25,19 +25,21 @@ func TestWideDecodeLogits(t *testing.T) {
 		warps, wgRows, S, graph int
 		noSplitK                bool // Options.NoWgmmaSplitK
 		noLNFold                bool // Options.NoWgmmaLNFold
+		noPair                  bool // Options.NoWgmmaPair
 	}{
-		{0, 0, 72, 80, false, false},
-		{-1, 0, 72, 80, false, false},
-		{0, 64, 72, 80, false, false}, // cuBLASLt; by default gemm_wg over two row tiles, the second mostly padding
-		{0, 0, 72, 80, true, false},
-		{0, 0, 72, 80, false, true},
-		{0, 0, 44, 48, false, false},
-		{0, -1, 44, 48, false, false},
+		{0, 0, 72, 80, false, false, false},
+		{-1, 0, 72, 80, false, false, false},
+		{0, 64, 72, 80, false, false, false}, // cuBLASLt; by default gemm_wg over two row tiles, the second mostly padding
+		{0, 0, 72, 80, true, false, false},
+		{0, 0, 72, 80, false, true, false},
+		{0, 0, 72, 80, false, false, true},
+		{0, 0, 44, 48, false, false, false},
+		{0, -1, 44, 48, false, false, false},
 	} {
-		name := fmt.Sprintf("DecodeWarpsPerSM %d, WgmmaGemmRows %d, NoWgmmaSplitK %v, NoWgmmaLNFold %v, %d sequences", c.warps, c.wgRows,
-			c.noSplitK, c.noLNFold, c.S)
+		name := fmt.Sprintf("DecodeWarpsPerSM %d, WgmmaGemmRows %d, NoWgmmaSplitK %v, NoWgmmaLNFold %v, NoWgmmaPair %v, %d sequences", c.warps,
+			c.wgRows, c.noSplitK, c.noLNFold, c.noPair, c.S)
 		d := newTestDevice(t, w, Options{MaxStepTokens: 4096, MaxSeqs: 128, DecodeWarpsPerSM: c.warps, WgmmaGemmRows: c.wgRows,
-			NoWgmmaSplitK: c.noSplitK, NoWgmmaLNFold: c.noLNFold})
+			NoWgmmaSplitK: c.noSplitK, NoWgmmaLNFold: c.noLNFold, NoWgmmaPair: c.noPair})
 		S := c.S
 		nsplit, r4 := d.decodeSplits(c.graph)
 		if c.S == 72 && r4 != (c.warps == 0) {
@@ -52,8 +54,13 @@ func TestWideDecodeLogits(t *testing.T) {
 			t.Fatalf("%s: fcproj through gemm_wg %v at %d rows", name, split, c.graph)
 		}
 		// The LayerNorm before fc folds into attproj and fc wherever gemm_wg takes them, unless NoWgmmaLNFold.
-		if fold := d.lnFold(c.graph); fold != (wg && !c.noLNFold) {
+		fold := d.lnFold(c.graph)
+		if fold != (wg && !c.noLNFold) {
 			t.Fatalf("%s: LayerNorm fold %v at %d rows", name, fold, c.graph)
+		}
+		// Folded, attproj and fc run as one grid (here every tile is 16 columns wide) unless NoWgmmaPair.
+		if _, _, pair := d.pairShape(c.graph); pair != (fold && !c.noPair) {
+			t.Fatalf("%s: gemm_wg_pair %v at %d rows", name, pair, c.graph)
 		}
 		t.Logf("%s: %d key splits, 80-register kernel %v, gemm_wg %v", name, nsplit, r4, wg)
 		r := rand.New(rand.NewPCG(42, 43))

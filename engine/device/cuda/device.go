@@ -82,6 +82,10 @@ type Options struct {
 	// (attproj leaves x * gamma and each row's sum and sum of squares, fc
 	// applies rstd, the mean and gamma W^T, beta W^T + b): the A/B switch.
 	NoWgmmaLNFold bool
+	// NoWgmmaPair runs the folded attproj and fc as two kernels instead of
+	// one grid with a grid barrier between them (gemm_wg_pair, gemm_wg.cu):
+	// the A/B switch.
+	NoWgmmaPair bool
 	// NoPDL launches kernels without programmatic dependent launch (each
 	// kernel then starts only when the previous one has finished): the A/B
 	// switch for the kernels' early weight fetch (common.cuh).
@@ -148,7 +152,7 @@ type Device struct {
 	kGemv                                                                                                              [2][2][2]kernel // [layernorm][rows > 8][2 column tiles]
 	kLMHead                                                                                                            [2]kernel       // [rows > 8], lmhead.cu
 	skinnyVariant                                                                                                      *skinnyKernel   // nil: skinnyKernelFor (SetSkinnyVariant)
-	warpDecode, gemvOK, skinnyOK, lmheadOK, wgOK                                                                       bool
+	warpDecode, gemvOK, skinnyOK, lmheadOK, wgOK, wgPairOK                                                             bool
 	wgMaps                                                                                                             map[devPtr]uintptr // a matrix's TMA descriptor in wgArena (gemm_wg.go)
 	wgArena                                                                                                            *cArena
 	wgCluster                                                                                                          int // column tiles sharing x rows in gemm_wg.cu
@@ -310,7 +314,7 @@ func (d *Device) init(w *model.Weights) error {
 		{&d.act.fc, 2 * N * 4 * C}, {&d.act.delta, 2 * N * C}, {&d.act.lnf, 2 * M * C}, {&d.act.logits, 4 * M * d.vocabPadded},
 		{&d.act.tileKeys, 4 * M * lmheadKeyStride(d.vocabPadded)},
 		{&d.act.outTok, 4 * M},
-		{&d.act.lnStats, 4 * 2 * c.NumLayers * N},
+		{&d.act.lnStats, 4 * (2*c.NumLayers*N + c.NumLayers)}, // and gemm_wg_pair's barrier counters
 		{&d.act.attnPart, 4 * M * c.NumHeads * maxDecodeSplits * (C/c.NumHeads + 2)},
 	} {
 		if *b.p, err = g.drv.memAlloc(b.bytes); err != nil {

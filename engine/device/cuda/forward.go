@@ -19,7 +19,7 @@ type activations struct {
 	logits   devPtr // (M, Vp) fp32
 	tileKeys devPtr // (M, Vp / 8) uint32: each 8-column tile's largest logit key (lmhead.cu)
 	outTok   devPtr // (M) int32: sampled ids, the previous step's samples for overlap
-	lnStats  devPtr // (L, N, 2) fp32: each layer's rows' sum and sum of squares after attproj (the LayerNorm fold)
+	lnStats  devPtr // (L, N, 2) fp32: each layer's rows' sum and sum of squares after attproj (the LayerNorm fold); then L uint32 barrier counters (gemm_wg_pair)
 }
 
 // in returns the device address of a layout region of the step's inputs.
@@ -40,10 +40,11 @@ func (d *Device) forward(p *stepPlan) error {
 	if err := d.mark("start"); err != nil {
 		return err
 	}
-	// The LayerNorm fold's row statistics start at zero; attproj's blocks add into them.
+	// The LayerNorm fold's row statistics start at zero; attproj's blocks
+	// add into them (and gemm_wg_pair's blocks count through its barrier).
 	fold := d.lnFold(N)
 	if fold {
-		if err := g.drv.memsetD32Async(a.lnStats, 0, 2*L*N, g.stream); err != nil {
+		if err := g.drv.memsetD32Async(a.lnStats, 0, 2*L*N+L, g.stream); err != nil {
 			return err
 		}
 	}
@@ -221,6 +222,12 @@ func (d *Device) forward(p *stepPlan) error {
 func (d *Device) foldedLN2(l, N int) error {
 	a, w, C := &d.act, &d.w.layers[l], d.cfg.Channels
 	ln := wgLNArgs{lns: w.ln2W, stats: a.lnStats + devPtr(4*2*N*l), x16: a.ln, eps: d.cfg.LayerNormEpsilon}
+	if ok, err := d.wgPair(l, N, ln.stats); ok || err != nil {
+		if err != nil {
+			return err
+		}
+		return d.mark("gemm_attproj_fc")
+	}
 	if err := d.foldedProjection(a.residual, a.attn, w.attProjW, w.attProjB, N, C, wgResidualLNStats, ln, "gemm_attproj"); err != nil {
 		return err
 	}

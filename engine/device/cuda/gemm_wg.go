@@ -65,6 +65,12 @@ type wgLNArgs struct {
 	eps             float32
 }
 
+// wgPairKernelName is gemm_wg_pair's kernel with fc in bnB-column tiles
+// (attproj in wgPairTileA-column ones).
+func wgPairKernelName(bnB int) string { return fmt.Sprintf("gemm_wg_pair_n%d_n%d", wgPairTileA, bnB) }
+
+const wgPairTileA = 16 // gemm_wg_pair's attproj tiles: wgTileN's choice for C = 768 at up to 128 rows
+
 // wgKernelNames are every kernel of gemm_wg.cu.
 func wgKernelNames() []string {
 	var names []string
@@ -73,8 +79,15 @@ func wgKernelNames() []string {
 			names = append(names, wgKernelName(bn, kind))
 		}
 	}
+	for _, bn := range wgTilesN {
+		names = append(names, wgPairKernelName(bn))
+	}
 	return names
 }
+
+// wgPairSmem is gemm_wg_pair's dynamic shared memory: x tiles (attproj's,
+// then fc's) and both weight tiles over all k tiles of K, aligned.
+func wgPairSmem(bnB, K int) int { return K/wgTileK*(wgTileM+wgPairTileA+bnB)*wgTileK*2 + 1024 }
 
 // wgSmem is a block's dynamic shared memory for K: every k tile of its 64 x
 // 64 x and BN x 64 weight boxes, and 1 KiB to align them to the swizzle's
@@ -162,7 +175,7 @@ func (g *gpu) wgGemm(bn, cluster, splits int, out devPtr, ldo int, xMap, wMap ui
 // resolveWG enables gemm_wg.cu where its kernels were built (sm_90a) and the
 // driver encodes tensor maps.
 func (d *Device) resolveWG() error {
-	d.wgOK = false
+	d.wgOK, d.wgPairOK = false, false
 	C := d.cfg.Channels
 	if d.g.drv.cuTensorMapEncodeTiled == 0 || C%wgTileK != 0 || C/wgTileK > wgMaxKT {
 		return nil
@@ -177,6 +190,18 @@ func (d *Device) resolveWG() error {
 			if err := d.g.setMaxDynamicSmem(k, smem); err != nil {
 				return err
 			}
+		}
+	}
+	d.wgPairOK = true // where every pair kernel loads and fits: gemm_wg_pair for C
+	for _, bn := range wgTilesN {
+		k, ok := d.g.kernels[wgPairKernelName(bn)]
+		smem := wgPairSmem(bn, C)
+		if !ok || smem > d.g.smemOptIn {
+			d.wgPairOK = false
+			break
+		}
+		if err := d.g.setMaxDynamicSmem(k, smem); err != nil {
+			return err
 		}
 	}
 	d.wgOK = true
@@ -259,6 +284,38 @@ func (d *Device) lnFold(rows int) bool {
 	return !d.opts.NoWgmmaLNFold && wgSplits(C) == 1 && d.useWG(rows, C, gemvResidual)
 }
 
+// pairShape is gemm_wg_pair's fc tile width and grid for a step of N rows,
+// ok where it takes the step: the fold does, attproj takes wgPairTileA
+// columns a tile, neither projection runs in clusters, and the grid fits
+// one block an SM (Options.NoWgmmaPair: never).
+func (d *Device) pairShape(N int) (bnB, grid int, ok bool) {
+	C := d.cfg.Channels
+	if !d.wgPairOK || d.opts.NoWgmmaPair || d.wgCluster != 1 || !d.lnFold(N) {
+		return 0, 0, false
+	}
+	bnA, bnB := wgTileN(d.g.smCount, N, C), wgTileN(d.g.smCount, N, 4*C)
+	rowTiles := ceilDiv(N, wgTileM)
+	grid = max(rowTiles*C/max(bnA, 1), rowTiles*4*C/max(bnB, 1))
+	ok = bnA == wgPairTileA && bnB != 0 && grid <= d.g.smCount && rowTiles*wgTileM <= d.opts.MaxStepTokens
+	return bnB, grid, ok
+}
+
+// wgPair runs layer l's folded attproj and fc as one gemm_wg_pair grid
+// (stats: the layer's row statistics) where pairShape takes the step,
+// reporting false (nothing launched) otherwise.
+func (d *Device) wgPair(l, N int, stats devPtr) (bool, error) {
+	bnB, grid, ok := d.pairShape(N)
+	if !ok {
+		return false, nil
+	}
+	a, w, C, L := &d.act, &d.w.layers[l], d.cfg.Channels, d.cfg.NumLayers
+	maps := []uintptr{d.wgMaps[a.attn], d.wgMaps[w.attProjW], d.wgMaps[a.ln], d.wgMaps[w.fcW]}
+	counter := a.lnStats + devPtr(4*(2*L*N+l))
+	return true, d.g.launchGridSync(d.g.kernel(wgPairKernelName(bnB)), grid, 128, wgPairSmem(bnB, C), maps,
+		argPtr(a.residual), argPtr(a.fc), argPtr(w.attProjB), argPtr(w.ln2W), argPtr(w.fcLNs), argPtr(w.fcLNb),
+		argPtr(stats), argPtr(a.ln), argInt(N), argInt(C), argInt(C), argInt(4*C), argF32(d.cfg.LayerNormEpsilon), argPtr(counter))
+}
+
 // wg runs out = x @ w^T through gemm_wg.cu when useWG takes the step, both
 // have tensor maps and oc fits a tile, reporting false (nothing launched)
 // otherwise.
@@ -328,6 +385,16 @@ func (d *Device) SetWgmmaGemmRows(n int) error {
 func (d *Device) SetWgmmaLNFold(on bool) error {
 	return d.reconfigure(func() error {
 		d.opts.NoWgmmaLNFold = !on
+		return nil
+	})
+}
+
+// SetWgmmaPair sets whether the folded attproj and fc run as one
+// gemm_wg_pair grid (Options.NoWgmmaPair off) for later steps, dropping
+// captured graphs.
+func (d *Device) SetWgmmaPair(on bool) error {
+	return d.reconfigure(func() error {
+		d.opts.NoWgmmaPair = !on
 		return nil
 	})
 }

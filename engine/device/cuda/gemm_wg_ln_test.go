@@ -87,9 +87,10 @@ func TestLNFoldColumns(t *testing.T) {
 }
 
 // TestWgmmaLNFold runs attproj with the stats epilogue and fc with the
-// fold, as a decode step does (gemm_wg_ln_n<BN>), against float64
-// references: the residual stream after attproj, and gelu(LN(it) W_fc^T +
-// b_fc). fc's output starts as NaN poison; rows past M must stay untouched.
+// fold, as a decode step does, as two kernels (gemm_wg_ln_n<BN>) and as one
+// grid (gemm_wg_pair), against float64 references: the residual stream
+// after attproj, and gelu(LN(it) W_fc^T + b_fc). fc's output starts as NaN
+// poison; rows past M must stay untouched.
 func TestWgmmaLNFold(t *testing.T) {
 	g := testGPU(t)
 	if kernelArch(wgFile, g.arch, g.nv.major) == "" {
@@ -98,11 +99,13 @@ func TestWgmmaLNFold(t *testing.T) {
 	r := rand.New(rand.NewPCG(53, 54))
 	const C, eps = 768, float32(1e-5)
 	for _, M := range []int{128, 64, 45} {
-		t.Run(fmt.Sprintf("M%d", M), func(t *testing.T) { runLNFoldCase(t, testGPU(t), r, M, C, eps) })
+		for _, pair := range []bool{false, true} {
+			t.Run(fmt.Sprintf("M%d pair %v", M, pair), func(t *testing.T) { runLNFoldCase(t, testGPU(t), r, M, C, eps, pair) })
+		}
 	}
 }
 
-func runLNFoldCase(t *testing.T, g *gpu, r *rand.Rand, M, C int, eps float32) {
+func runLNFoldCase(t *testing.T, g *gpu, r *rand.Rand, M, C int, eps float32, pair bool) {
 	OC := 4 * C
 	rows := ceilDiv(M, wgTileM) * wgTileM // the x maps cover every row of the last tile
 	xAttn := roundF16(randn(r, rows*C, 1))
@@ -149,13 +152,31 @@ func runLNFoldCase(t *testing.T, g *gpu, r *rand.Rand, M, C int, eps float32) {
 		}
 	}
 	bnP, bnF := wgTileN(g.smCount, M, C), wgTileN(g.smCount, M, OC)
-	if err := g.wgGemm(bnP, wgClusterFor(4, C/bnP), 1, dRes, C, uintptr(maps[0]), uintptr(maps[1]), 0, upload(t, g, bp), M, C, C,
-		wgResidualLNStats, wgLNArgs{lns: upload(t, g, gamma), stats: stats, x16: dX16, eps: eps}); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.wgGemm(bnF, wgClusterFor(4, OC/bnF), 1, dFC, OC, uintptr(maps[2]), uintptr(maps[3]), 0, upload(t, g, bprime), M, C, OC,
-		wgOut16LNFoldGelu, wgLNArgs{lns: upload(t, g, s), stats: stats, eps: eps}); err != nil {
-		t.Fatal(err)
+	dBp, dGamma, dS, dBprime := upload(t, g, bp), upload(t, g, gamma), upload(t, g, s), upload(t, g, bprime)
+	if pair {
+		if bnP != wgPairTileA {
+			t.Fatalf("attproj in %d-column tiles at %d rows; gemm_wg_pair takes %d", bnP, M, wgPairTileA)
+		}
+		k := g.kernel(wgPairKernelName(bnF))
+		if err := g.setMaxDynamicSmem(k, wgPairSmem(bnF, C)); err != nil {
+			t.Fatal(err)
+		}
+		counter := upload(t, g, []uint32{0})
+		refs := []uintptr{uintptr(maps[0]), uintptr(maps[1]), uintptr(maps[2]), uintptr(maps[3])}
+		if err := g.launchGridSync(k, ceilDiv(M, wgTileM)*max(C/bnP, OC/bnF), 128, wgPairSmem(bnF, C), refs, argPtr(dRes), argPtr(dFC),
+			argPtr(dBp), argPtr(dGamma), argPtr(dS), argPtr(dBprime), argPtr(stats), argPtr(dX16), argInt(M), argInt(C), argInt(C),
+			argInt(OC), argF32(eps), argPtr(counter)); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		if err := g.wgGemm(bnP, wgClusterFor(4, C/bnP), 1, dRes, C, uintptr(maps[0]), uintptr(maps[1]), 0, dBp, M, C, C,
+			wgResidualLNStats, wgLNArgs{lns: dGamma, stats: stats, x16: dX16, eps: eps}); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.wgGemm(bnF, wgClusterFor(4, OC/bnF), 1, dFC, OC, uintptr(maps[2]), uintptr(maps[3]), 0, dBprime, M, C, OC,
+			wgOut16LNFoldGelu, wgLNArgs{lns: dS, stats: stats, eps: eps}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	res := download[float32](t, g, dRes, M*C)
 	fc := fromF16(download[uint16](t, g, dFC, M*OC))

@@ -283,6 +283,28 @@ __device__ __forceinline__ void wg_store_ln(const float* acc, const WgEpilogue<B
     }
 }
 
+// wg_mma: acc (64 x BN) = the x tiles at x0 + kt * xs times the weight
+// tiles at w0 + kt * ws, k tile kt once its mbarrier bar0 + 8 kt (parity 0)
+// says both have landed.
+template <int BN>
+__device__ __forceinline__ void wg_mma(float* acc, uint32_t x0, uint32_t xs, uint32_t w0, uint32_t ws, uint32_t bar0, int KT) {
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++) acc[i] = 0.f;
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++) asm volatile("" : "+f"(acc[i])::"memory");
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+    for (int kt = 0; kt < KT; kt++) {
+        mbar_wait(bar0 + 8 * kt, 0);
+        const uint32_t a = x0 + kt * xs, b = w0 + kt * ws;
+#pragma unroll
+        for (int kk = 0; kk < WG_BK / 16; kk++) wgmma_step<BN>(acc, wg_desc(a + kk * 32), wg_desc(b + kk * 32));
+        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++) asm volatile("" : "+f"(acc[i])::"memory");
+}
+
 // Grid (ceil(M / 64), OC / BN, S) in clusters of (1, C, 1) (C = 1, 2 or 4:
 // the blocks of a cluster share their x rows), 128 threads, KT * (64 + BN) *
 // 128 + 1024 bytes of dynamic shared memory (wgSmem). tx maps x (rows x S K,
@@ -349,21 +371,7 @@ __device__ __forceinline__ void gemm_wg_impl(const void* tx, const void* tw, voi
     if constexpr (KIND == WG_LN) wg_ln_load<BN>(ln, m0, n0, lns, bias32, stats, M, K, mode, eps);
 
     float acc[BN / 2];
-#pragma unroll
-    for (int i = 0; i < BN / 2; i++) acc[i] = 0.f;
-#pragma unroll
-    for (int i = 0; i < BN / 2; i++) asm volatile("" : "+f"(acc[i])::"memory");
-    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-    for (int kt = 0; kt < KT; kt++) {
-        mbar_wait(bar0 + 8 * kt, 0);
-        const uint32_t a = base + kt * STAGE, b = a + A_BYTES;
-#pragma unroll
-        for (int kk = 0; kk < WG_BK / 16; kk++) wgmma_step<BN>(acc, wg_desc(a + kk * 32), wg_desc(b + kk * 32));
-        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-    }
-    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-#pragma unroll
-    for (int i = 0; i < BN / 2; i++) asm volatile("" : "+f"(acc[i])::"memory");
+    wg_mma<BN>(acc, base, STAGE, base + A_BYTES, STAGE, bar0, KT);
 
     // Every x box this block multicast has landed in the others too: each
     // waited for all of its own before getting here, so no block leaves
@@ -372,6 +380,95 @@ __device__ __forceinline__ void gemm_wg_impl(const void* tx, const void* tw, voi
         wg_store_ln<BN>(acc, ep, ln, m0, n0, out, ldo, M, mode, stats, x16, OC);
     else
         wg_store<BN>(acc, ep, m0, n0, out, ldo, M, OC, mode, split);
+}
+
+// wg_ln_tile: one 64 x BN tile of a LayerNorm fold projection (mode
+// WG_RESIDUAL_LNSTATS or WG_OUT16_LNFOLD_GELU, out of OC columns) whose
+// weight tiles at ws and the mbarriers at bar0 are armed: the x tiles of
+// rows m0.. into xs, the epilogue's inputs, the MMAs, the epilogue.
+template <int BN>
+__device__ __forceinline__ void wg_ln_tile(const void* tx, uint32_t xs, uint32_t ws, uint32_t bar0, int KT, int m0, int n0, void* out,
+                                           const float* bias32, const float* lns, float* stats, half_t* x16, int M, int K, int OC,
+                                           int mode, float eps) {
+    constexpr int X_BYTES = WG_BM * WG_BK * 2;
+    if (threadIdx.x == 0)
+        for (int kt = 0; kt < KT; kt++) tma_load(xs + kt * X_BYTES, tx, kt * WG_BK, m0, bar0 + 8 * kt, 0);
+    WgEpilogue<BN> ep;  // as gemm_wg_impl's WG_LN kind: the fold takes b' through wg_ln_load
+    wg_epilogue_load<BN>(ep, m0, n0, out, OC, nullptr, bias32, M, OC, mode == WG_RESIDUAL_LNSTATS ? GEMV_RESIDUAL : GEMV_OUT32, false);
+    WgLN<BN> ln;
+    wg_ln_load<BN>(ln, m0, n0, lns, bias32, stats, M, K, mode, eps);
+    float acc[BN / 2];
+    wg_mma<BN>(acc, xs, X_BYTES, ws, BN * WG_BK * 2, bar0, KT);
+    wg_store_ln<BN>(acc, ep, ln, m0, n0, out, OC, M, mode, stats, x16, OC);
+}
+
+// gemm_wg_pair: attproj with the stats epilogue (phase A) and fc with the
+// fold epilogue (phase B) as one grid, a grid barrier between them, so fc
+// does not wait for a kernel boundary. With two kernels, fc's blocks (one
+// an SM, 174 KB at 128 rows) fit beside none of attproj's (124 KB): 92 of
+// its 128 blocks could ask for their weights only once an attproj block
+// had left its SM. Here every block asks for its fc weight tiles when it
+// starts, beside its attproj tiles, and fc's x tiles go where attproj's
+// were. Alternating with the two kernels, three rounds, overlapped step:
+// batch 128 0.827-0.828 -> 0.805-0.806 ms, batch 96 0.714-0.720 ->
+// 0.677-0.687, batch 64 0.528-0.532 -> 0.505-0.510 (NOTES.md, eighteenth
+// session).
+//
+// The barrier needs every block resident at once: the grid is at most one
+// block an SM (the shared memory allows no second), launched cooperatively
+// (gemm_wg.go), and it lets the next kernel launch (PDL) only after the
+// barrier, so no dependent block can take an SM a block of this grid still
+// needs. Block b takes attproj's tile b (b < tilesA) and fc's tile b (b <
+// tilesB), row tile fastest. counter (zeroed when the step starts with the
+// statistics) counts the blocks through the barrier.
+template <int BNA, int BNB>
+__device__ __forceinline__ void gemm_wg_pair_impl(const void* txA, const void* twA, const void* txB, const void* twB, float* resid,
+                                                  half_t* fcout, const float* biasA, const float* gammaA, const float* sB,
+                                                  const float* bB, float* stats, half_t* x16, int M, int K, int OCA, int OCB,
+                                                  float eps, unsigned* counter) {
+    extern __shared__ unsigned char wg_raw[];
+    __shared__ __align__(8) uint64_t bars[2 * WG_MAX_KT];
+    constexpr int X_BYTES = WG_BM * WG_BK * 2, WA_BYTES = BNA * WG_BK * 2, WB_BYTES = BNB * WG_BK * 2;
+    const int KT = K / WG_BK, mt = (M + WG_BM - 1) / WG_BM;
+    const bool hasA = blockIdx.x < mt * (OCA / BNA), hasB = blockIdx.x < mt * (OCB / BNB);
+    // x tiles (A's, then B's), A's weight tiles, B's weight tiles.
+    const uint32_t xs = (smem_u32(wg_raw) + 1023u) & ~1023u, was = xs + KT * X_BYTES, wbs = was + KT * WA_BYTES;
+    const uint32_t barA = smem_u32(bars), barB = barA + 8 * WG_MAX_KT;
+    const int m0 = blockIdx.x % mt * WG_BM, n0A = blockIdx.x / mt * BNA, n0B = blockIdx.x / mt * BNB;
+    if (threadIdx.x == 0) {
+        for (int kt = 0; kt < KT; kt++) mbar_init(barA + 8 * kt, 1), mbar_init(barB + 8 * kt, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        for (int kt = 0; kt < KT; kt++) {  // both phases' weights: no kernel of this step writes them
+            if (hasA) {
+                mbar_expect(barA + 8 * kt, X_BYTES + WA_BYTES);
+                for (int j = 0; j < BNA / WG_WBOX; j++)
+                    tma_load(was + kt * WA_BYTES + j * WG_WBOX * WG_BK * 2, twA, kt * WG_BK, n0A + j * WG_WBOX, barA + 8 * kt, 0);
+            }
+            if (hasB) {
+                mbar_expect(barB + 8 * kt, X_BYTES + WB_BYTES);
+                for (int j = 0; j < BNB / WG_WBOX; j++)
+                    tma_load(wbs + kt * WB_BYTES + j * WG_WBOX * WG_BK * 2, twB, kt * WG_BK, n0B + j * WG_WBOX, barB + 8 * kt, 0);
+            }
+        }
+    }
+    __syncthreads();
+    grid_dep_wait();  // the attention's output, the residual stream and the statistics belong to earlier kernels
+    if (hasA) wg_ln_tile<BNA>(txA, xs, was, barA, KT, m0, n0A, resid, biasA, gammaA, stats, x16, M, K, OCA, WG_RESIDUAL_LNSTATS, eps);
+    // Every block's attproj stores and row sums are visible before any
+    // block reads x16 (by TMA: the async proxy) or the statistics.
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        atomicAdd(counter, 1u);
+        unsigned n;
+        do {
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(n) : "l"(counter) : "memory");
+        } while (n < gridDim.x);
+        asm volatile("fence.proxy.async.global;" ::: "memory");
+    }
+    __syncthreads();
+    grid_dep_launch();
+    if (hasB) wg_ln_tile<BNB>(txB, xs, wbs, barB, KT, m0, n0B, fcout, bB, sB, stats, nullptr, M, K, OCB, WG_OUT16_LNFOLD_GELU, eps);
 }
 #endif
 
@@ -401,6 +498,27 @@ struct __align__(64) TmaMap {
     WG_KERNEL(gemm_wg_##PREFIX##n32, 32, KIND) \
     WG_KERNEL(gemm_wg_##PREFIX##n48, 48, KIND) \
     WG_KERNEL(gemm_wg_##PREFIX##n64, 64, KIND)
+// gemm_wg_pair_n16_n<BNB>: attproj in 16-column tiles, fc in BNB-column
+// ones (wgTileN's choices at 33-128 rows of GPT-2 small: 32 or 48). Grid
+// max(tiles of either), 128 threads, KT * (64 + 16 + BNB) * 128 + 1024
+// bytes of dynamic shared memory (wgPairSmem). txA maps the attention
+// output, twA attproj's weights, txB fc's x (x16), twB fc's weights.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define PAIR_BODY(BNB) gemm_wg_pair_impl<16, BNB>(&txA, &twA, &txB, &twB, resid, fcout, biasA, gammaA, sB, bB, stats, x16, M, K, OCA, OCB, eps, counter);
+#else
+#define PAIR_BODY(BNB)
+#endif
+#define PAIR_KERNEL(BNB)                                                                                                             \
+    extern "C" __global__ void __launch_bounds__(128, 1) gemm_wg_pair_n16_n##BNB(                                                   \
+        const __grid_constant__ TmaMap txA, const __grid_constant__ TmaMap twA, const __grid_constant__ TmaMap txB,                 \
+        const __grid_constant__ TmaMap twB, float* resid, half_t* fcout, const float* biasA, const float* gammaA, const float* sB,  \
+        const float* bB, float* stats, half_t* x16, int M, int K, int OCA, int OCB, float eps, unsigned* counter) {                 \
+        PAIR_BODY(BNB)                                                                                                               \
+    }
+PAIR_KERNEL(16)
+PAIR_KERNEL(32)
+PAIR_KERNEL(48)
+PAIR_KERNEL(64)
 WG_KERNELS(, WG_PLAIN)
 WG_KERNELS(sk_, WG_SPLIT)
 WG_KERNELS(ln_, WG_LN)

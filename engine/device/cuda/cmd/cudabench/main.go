@@ -297,6 +297,7 @@ var decodeVariants = []variant{
 	{"graph, gemm_wg in clusters of 4", setVariant(config{wgCluster: 4})},
 	{"graph, cuBLASLt fcproj", setVariant(config{wgNoSplitK: true})},
 	{"graph, LayerNorm kernel before fc", setVariant(config{noLNFold: true})},
+	{"graph, attproj and fc as two grids", setVariant(config{noPair: true})},
 	{"graph, gemv LM head, full-row sampler", setVariant(config{noTiledLMHead: true})},
 	{"graph, key splits for 8 warps an SM (128-register kernels)", setVariant(config{decodeWarps: -1})},
 }
@@ -314,6 +315,7 @@ type config struct {
 	noGraph, blockDecode, noPDL, noTiledLMHead bool
 	wgNoSplitK                                 bool // as cuda.Options.NoWgmmaSplitK
 	noLNFold                                   bool // as cuda.Options.NoWgmmaLNFold
+	noPair                                     bool // as cuda.Options.NoWgmmaPair
 	gemvRows, skinnyRows, wgRows, wgCluster    int
 	skinnyVariant                              string // a gemm_skinny variant kernel, "" the defaults
 	decodeWarps                                int    // as cuda.Options.DecodeWarpsPerSM
@@ -345,6 +347,9 @@ func setVariant(c config) func(d *cuda.Device) error {
 				return err
 			}
 			if err := d.SetWgmmaLNFold(!c.noLNFold); err != nil {
+				return err
+			}
+			if err := d.SetWgmmaPair(!c.noPair); err != nil {
 				return err
 			}
 		}
