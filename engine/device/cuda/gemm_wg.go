@@ -2,6 +2,8 @@ package cuda
 
 import (
 	"fmt"
+	"os"
+	"strings"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -288,9 +290,19 @@ func (d *Device) lnFold(rows int) bool {
 // ok where it takes the step: the fold does, attproj takes wgPairTileA
 // columns a tile, neither projection runs in clusters, and the grid fits
 // one block an SM (Options.NoWgmmaPair: never).
+//
+// Its grid barrier needs every block resident at once. The grid is at
+// most one block an SM, the kernels before it end without waiting on it,
+// and no kernel after it launches before its barrier (gemm_wg.cu), so on
+// a GPU this process has to itself every block finds an SM. An MPS client
+// limited to part of the SMs (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE) may not
+// have them all: there the two kernels run instead. Not launched
+// cooperatively: that attribute delays the grid until the kernel before it
+// has drained (no early weight fetch), which cost 14-20 us of the gain at
+// batch 96-128 (NOTES.md, eighteenth session).
 func (d *Device) pairShape(N int) (bnB, grid int, ok bool) {
 	C := d.cfg.Channels
-	if !d.wgPairOK || d.opts.NoWgmmaPair || d.wgCluster != 1 || !d.lnFold(N) {
+	if !d.wgPairOK || d.opts.NoWgmmaPair || d.wgCluster != 1 || !d.lnFold(N) || mpsPartitioned() {
 		return 0, 0, false
 	}
 	bnA, bnB := wgTileN(d.g.smCount, N, C), wgTileN(d.g.smCount, N, 4*C)
@@ -298,6 +310,13 @@ func (d *Device) pairShape(N int) (bnB, grid int, ok bool) {
 	grid = max(rowTiles*C/max(bnA, 1), rowTiles*4*C/max(bnB, 1))
 	ok = bnA == wgPairTileA && bnB != 0 && grid <= d.g.smCount && rowTiles*wgTileM <= d.opts.MaxStepTokens
 	return bnB, grid, ok
+}
+
+// mpsPartitioned reports whether this process is an MPS client limited to
+// a share of the SMs.
+func mpsPartitioned() bool {
+	v := strings.TrimSpace(os.Getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"))
+	return v != "" && v != "100"
 }
 
 // wgPair runs layer l's folded attproj and fc as one gemm_wg_pair grid
@@ -311,7 +330,7 @@ func (d *Device) wgPair(l, N int, stats devPtr) (bool, error) {
 	a, w, C, L := &d.act, &d.w.layers[l], d.cfg.Channels, d.cfg.NumLayers
 	maps := []uintptr{d.wgMaps[a.attn], d.wgMaps[w.attProjW], d.wgMaps[a.ln], d.wgMaps[w.fcW]}
 	counter := a.lnStats + devPtr(4*(2*L*N+l))
-	return true, d.g.launchGridSync(d.g.kernel(wgPairKernelName(bnB)), grid, 128, wgPairSmem(bnB, C), maps,
+	return true, d.g.launchClusterRefs(d.g.kernel(wgPairKernelName(bnB)), grid, 1, 1, 1, 128, wgPairSmem(bnB, C), maps,
 		argPtr(a.residual), argPtr(a.fc), argPtr(w.attProjB), argPtr(w.ln2W), argPtr(w.fcLNs), argPtr(w.fcLNb),
 		argPtr(stats), argPtr(a.ln), argInt(N), argInt(C), argInt(C), argInt(4*C), argF32(d.cfg.LayerNormEpsilon), argPtr(counter))
 }

@@ -163,7 +163,7 @@ func runLNFoldCase(t *testing.T, g *gpu, r *rand.Rand, M, C int, eps float32, pa
 		}
 		counter := upload(t, g, []uint32{0})
 		refs := []uintptr{uintptr(maps[0]), uintptr(maps[1]), uintptr(maps[2]), uintptr(maps[3])}
-		if err := g.launchGridSync(k, ceilDiv(M, wgTileM)*max(C/bnP, OC/bnF), 128, wgPairSmem(bnF, C), refs, argPtr(dRes), argPtr(dFC),
+		if err := g.launchClusterRefs(k, ceilDiv(M, wgTileM)*max(C/bnP, OC/bnF), 1, 1, 1, 128, wgPairSmem(bnF, C), refs, argPtr(dRes), argPtr(dFC),
 			argPtr(dBp), argPtr(dGamma), argPtr(dS), argPtr(dBprime), argPtr(stats), argPtr(dX16), argInt(M), argInt(C), argInt(C),
 			argInt(OC), argF32(eps), argPtr(counter)); err != nil {
 			t.Fatal(err)

@@ -49,9 +49,6 @@ type gpu struct {
 	attrAddr  uintptr       // C memory: two CUlaunchAttributes, PDL then cluster dimension
 	// clusterDims is the cluster attribute's value (x, y, z), in attrAddr's memory.
 	clusterDims *[3]uint32
-	// coopAttrAddr: C memory, two CUlaunchAttributes, PDL then cooperative
-	// (every block resident at once, or the launch fails: launchGridSync).
-	coopAttrAddr uintptr
 	// smemOptIn is the most dynamic shared memory a block may ask for.
 	smemOptIn int
 }
@@ -66,7 +63,6 @@ type launchConfig struct {
 }
 
 const (
-	launchAttrCooperative               = 2  // CU_LAUNCH_ATTRIBUTE_COOPERATIVE
 	launchAttrClusterDimension          = 4  // CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
 	launchAttrProgrammaticSerialization = 6  // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
 	launchAttrBytes                     = 72 // CUlaunchAttribute: id, pad to 8, 64-byte value union
@@ -181,12 +177,6 @@ func openGPU() (*gpu, error) {
 	*(*int32)(unsafe.Add(attr, 8)) = 1 // programmaticStreamSerializationAllowed
 	*(*uint32)(unsafe.Add(attr, launchAttrBytes)) = launchAttrClusterDimension
 	g.clusterDims = (*[3]uint32)(unsafe.Add(attr, launchAttrBytes+8)) // set per launch
-	coop, _ := g.argArena.alloc(2 * launchAttrBytes)
-	g.coopAttrAddr = uintptr(coop)
-	*(*uint32)(coop) = launchAttrProgrammaticSerialization
-	*(*int32)(unsafe.Add(coop, 8)) = 1
-	*(*uint32)(unsafe.Add(coop, launchAttrBytes)) = launchAttrCooperative
-	*(*int32)(unsafe.Add(coop, launchAttrBytes+8)) = 1
 	g.smemOptIn, _ = d.deviceAttr(g.dev, attrMaxSharedPerBlockOpt)
 
 	if g.nv, err = loadNVRTC(); err != nil {

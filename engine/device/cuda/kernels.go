@@ -228,33 +228,8 @@ func (g *gpu) launchCluster(k kernel, gridX, gridY, gridZ, clusterY, block, smem
 // parameters are larger than a slot (a CUtensorMap): refs holds the C
 // addresses of their bytes, which the driver copies at launch.
 func (g *gpu) launchClusterRefs(k kernel, gridX, gridY, gridZ, clusterY, block, smem int, refs []uintptr, args ...uint64) error {
-	*g.clusterDims = [3]uint32{1, uint32(clusterY), 1}
-	attrs, n := g.attrAddr, uint32(2)
-	if !g.pdl {
-		attrs, n = g.attrAddr+launchAttrBytes, 1 // the cluster attribute alone
-	}
-	return g.launchEx(k, [3]int{gridX, gridY, gridZ}, block, smem, attrs, n, "cluster", refs, args)
-}
-
-// launchGridSync launches k on grid blocks whose threads synchronise
-// across the grid (gemm_wg_pair's barrier): cooperatively, so the driver
-// fails the launch rather than start a grid that cannot be resident at
-// once, and with programmatic dependent launch when it is on. refs are as
-// launchClusterRefs'.
-func (g *gpu) launchGridSync(k kernel, grid, block, smem int, refs []uintptr, args ...uint64) error {
-	attrs, n := g.coopAttrAddr, uint32(2)
-	if !g.pdl {
-		attrs, n = g.coopAttrAddr+launchAttrBytes, 1 // the cooperative attribute alone
-	}
-	return g.launchEx(k, [3]int{grid, 1, 1}, block, smem, attrs, n, "cooperative", refs, args)
-}
-
-// launchEx enqueues k through cuLaunchKernelEx with n launch attributes at
-// attrs (C memory); refs and args as launchClusterRefs', how names the
-// attributes in an error.
-func (g *gpu) launchEx(k kernel, grid [3]int, block, smem int, attrs uintptr, n uint32, how string, refs []uintptr, args []uint64) error {
 	if g.drv.cuLaunchKernelEx == 0 {
-		return fmt.Errorf("cuda: %s needs cuLaunchKernelEx (driver too old for %s launches)", k.name, how)
+		return fmt.Errorf("cuda: %s needs cuLaunchKernelEx (driver too old for clusters)", k.name)
 	}
 	if len(refs)+len(args) > maxKernelArgs {
 		return fmt.Errorf("cuda: %s: %d arguments, at most %d", k.name, len(refs)+len(args), maxKernelArgs)
@@ -264,11 +239,16 @@ func (g *gpu) launchEx(k kernel, grid [3]int, block, smem int, attrs uintptr, n 
 		g.argSlots[i] = a
 		g.argPtrs[len(refs)+i] = g.argSlotsAddr + uintptr(8*i)
 	}
-	*g.launchCfg = launchConfig{gridX: uint32(grid[0]), gridY: uint32(grid[1]), gridZ: uint32(grid[2]), blockX: uint32(block), blockY: 1, blockZ: 1,
+	*g.clusterDims = [3]uint32{1, uint32(clusterY), 1}
+	attrs, n := g.attrAddr, uint32(2)
+	if !g.pdl {
+		attrs, n = g.attrAddr+launchAttrBytes, 1 // the cluster attribute alone
+	}
+	*g.launchCfg = launchConfig{gridX: uint32(gridX), gridY: uint32(gridY), gridZ: uint32(gridZ), blockX: uint32(block), blockY: 1, blockZ: 1,
 		sharedMem: uint32(smem), stream: g.stream, attrs: attrs, numAttrs: n}
 	r, _, _ := purego.SyscallN(g.drv.cuLaunchKernelEx, uintptr(unsafe.Pointer(g.launchCfg)), k.fn, g.argPtrsAddr, 0)
 	if r != cuSuccess {
-		return fmt.Errorf("launch %s (grid %d,%d,%d %s block %d smem %d): %w", k.name, grid[0], grid[1], grid[2], how, block, smem, g.drv.check("cuLaunchKernelEx", r))
+		return fmt.Errorf("launch %s (grid %d,%d,%d cluster 1,%d block %d smem %d): %w", k.name, gridX, gridY, gridZ, clusterY, block, smem, g.drv.check("cuLaunchKernelEx", r))
 	}
 	return nil
 }

@@ -415,10 +415,9 @@ __device__ __forceinline__ void wg_ln_tile(const void* tx, uint32_t xs, uint32_t
 // session).
 //
 // The barrier needs every block resident at once: the grid is at most one
-// block an SM (the shared memory allows no second), launched cooperatively
-// (gemm_wg.go), and it lets the next kernel launch (PDL) only after the
-// barrier, so no dependent block can take an SM a block of this grid still
-// needs. Block b takes attproj's tile b (b < tilesA) and fc's tile b (b <
+// block an SM (pairShape in gemm_wg.go), and it lets the next kernel launch
+// (PDL) only after the barrier, so no dependent block can take an SM a
+// block of this grid still needs. Block b takes attproj's tile b (b < tilesA) and fc's tile b (b <
 // tilesB), row tile fastest. counter (zeroed when the step starts with the
 // statistics) counts the blocks through the barrier.
 template <int BNA, int BNB>
