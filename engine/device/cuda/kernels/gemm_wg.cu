@@ -409,10 +409,10 @@ __device__ __forceinline__ void wg_ln_tile(const void* tx, uint32_t xs, uint32_t
 // its 128 blocks could ask for their weights only once an attproj block
 // had left its SM. Here every block asks for its fc weight tiles when it
 // starts, beside its attproj tiles, and fc's x tiles go where attproj's
-// were. Alternating with the two kernels, three rounds, overlapped step:
-// batch 128 0.827-0.828 -> 0.805-0.806 ms, batch 96 0.714-0.720 ->
-// 0.677-0.687, batch 64 0.528-0.532 -> 0.505-0.510 (NOTES.md, eighteenth
-// session).
+// were. Alternating with the two kernels (`ad76210`), three rounds,
+// overlapped step: batch 128 0.826 -> 0.804-0.806 ms, batch 96 0.714-0.716
+// -> 0.686-0.687, batch 64 0.532 -> 0.510-0.513, batch 48 0.475-0.477 ->
+// 0.454-0.455 (NOTES.md, eighteenth session).
 //
 // The barrier needs every block resident at once: the grid is at most one
 // block an SM (pairShape in gemm_wg.go), and it lets the next kernel launch
