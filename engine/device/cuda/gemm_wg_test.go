@@ -128,3 +128,18 @@ func TestKernelArch(t *testing.T) {
 		}
 	}
 }
+
+// TestMPSPartitioned checks which MPS settings keep gemm_wg_pair off: its
+// grid barrier needs every SM, which a client limited to a share may not
+// have (no GPU needed).
+func TestMPSPartitioned(t *testing.T) {
+	for _, c := range []struct {
+		env  string
+		want bool
+	}{{"", false}, {"100", false}, {" 100 ", false}, {"50", true}, {"12.5", true}} {
+		t.Setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", c.env)
+		if got := mpsPartitioned(); got != c.want {
+			t.Errorf("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%q: partitioned %v, want %v", c.env, got, c.want)
+		}
+	}
+}
