@@ -43,6 +43,7 @@ func (d *Device) forward(p *stepPlan) error {
 	// The LayerNorm fold's row statistics start at zero; attproj's blocks
 	// add into them (and gemm_wg_pair's blocks count through its barrier).
 	fold := d.lnFold(N)
+	pairBN, pairGrid, pair := d.pairShape(N) // the folded attproj and fc as one grid
 	if fold {
 		if err := g.drv.memsetD32Async(a.lnStats, 0, 2*L*N+L, g.stream); err != nil {
 			return err
@@ -147,7 +148,7 @@ func (d *Device) forward(p *stepPlan) error {
 			continue
 		}
 		if fold {
-			if err := d.foldedLN2(l, N); err != nil {
+			if err := d.foldedLN2(l, N, pair, pairBN, pairGrid); err != nil {
 				return err
 			}
 		} else {
@@ -219,11 +220,12 @@ func (d *Device) forward(p *stepPlan) error {
 // foldedLN2 runs layer l's attproj and fc through gemm_wg.cu with the
 // LayerNorm between them folded into their epilogues (gemm_wg.cu's WG_LN):
 // attproj leaves x * ln2W in act.ln and the rows' statistics in act.lnStats.
-func (d *Device) foldedLN2(l, N int) error {
+// With pair both run as one gemm_wg_pair grid (pairShape's bnB and grid).
+func (d *Device) foldedLN2(l, N int, pair bool, bnB, grid int) error {
 	a, w, C := &d.act, &d.w.layers[l], d.cfg.Channels
 	ln := wgLNArgs{lns: w.ln2W, stats: a.lnStats + devPtr(4*2*N*l), x16: a.ln, eps: d.cfg.LayerNormEpsilon}
-	if ok, err := d.wgPair(l, N, ln.stats); ok || err != nil {
-		if err != nil {
+	if pair {
+		if err := d.wgPair(l, N, bnB, grid, ln.stats); err != nil {
 			return err
 		}
 		return d.mark("gemm_attproj_fc")

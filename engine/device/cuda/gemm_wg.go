@@ -194,7 +194,9 @@ func (d *Device) resolveWG() error {
 			}
 		}
 	}
-	d.wgPairOK = true // where every pair kernel loads and fits: gemm_wg_pair for C
+	// gemm_wg_pair where every pair kernel loads and fits, and the process
+	// has every SM (pairShape).
+	d.wgPairOK = !mpsPartitioned()
 	for _, bn := range wgTilesN {
 		k, ok := d.g.kernels[wgPairKernelName(bn)]
 		smem := wgPairSmem(bn, C)
@@ -296,13 +298,13 @@ func (d *Device) lnFold(rows int) bool {
 // and no kernel after it launches before its barrier (gemm_wg.cu), so on
 // a GPU this process has to itself every block finds an SM. An MPS client
 // limited to part of the SMs (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE) may not
-// have them all: there the two kernels run instead. Not launched
+// have them all: there resolveWG leaves the pair off. Not launched
 // cooperatively: that attribute delays the grid until the kernel before it
 // has drained (no early weight fetch), which cost 14-20 us of the gain at
 // batch 96-128 (NOTES.md, eighteenth session).
 func (d *Device) pairShape(N int) (bnB, grid int, ok bool) {
 	C := d.cfg.Channels
-	if !d.wgPairOK || d.opts.NoWgmmaPair || d.wgCluster != 1 || !d.lnFold(N) || mpsPartitioned() {
+	if !d.wgPairOK || d.opts.NoWgmmaPair || d.wgCluster != 1 || !d.lnFold(N) {
 		return 0, 0, false
 	}
 	bnA, bnB := wgTileN(d.g.smCount, N, C), wgTileN(d.g.smCount, N, 4*C)
@@ -320,17 +322,13 @@ func mpsPartitioned() bool {
 }
 
 // wgPair runs layer l's folded attproj and fc as one gemm_wg_pair grid
-// (stats: the layer's row statistics) where pairShape takes the step,
-// reporting false (nothing launched) otherwise.
-func (d *Device) wgPair(l, N int, stats devPtr) (bool, error) {
-	bnB, grid, ok := d.pairShape(N)
-	if !ok {
-		return false, nil
-	}
+// of grid blocks, fc in bnB-column tiles (pairShape's, taken once a step;
+// stats: the layer's row statistics).
+func (d *Device) wgPair(l, N, bnB, grid int, stats devPtr) error {
 	a, w, C, L := &d.act, &d.w.layers[l], d.cfg.Channels, d.cfg.NumLayers
 	maps := []uintptr{d.wgMaps[a.attn], d.wgMaps[w.attProjW], d.wgMaps[a.ln], d.wgMaps[w.fcW]}
 	counter := a.lnStats + devPtr(4*(2*L*N+l))
-	return true, d.g.launchClusterRefs(d.g.kernel(wgPairKernelName(bnB)), grid, 1, 1, 1, 128, wgPairSmem(bnB, C), maps,
+	return d.g.launchClusterRefs(d.g.kernel(wgPairKernelName(bnB)), grid, 1, 1, 1, 128, wgPairSmem(bnB, C), maps,
 		argPtr(a.residual), argPtr(a.fc), argPtr(w.attProjB), argPtr(w.ln2W), argPtr(w.fcLNs), argPtr(w.fcLNb),
 		argPtr(stats), argPtr(a.ln), argInt(N), argInt(C), argInt(C), argInt(4*C), argF32(d.cfg.LayerNormEpsilon), argPtr(counter))
 }
