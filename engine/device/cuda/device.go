@@ -314,7 +314,7 @@ func (d *Device) init(w *model.Weights) error {
 		{&d.act.fc, 2 * N * 4 * C}, {&d.act.delta, 2 * N * C}, {&d.act.lnf, 2 * M * C}, {&d.act.logits, 4 * M * d.vocabPadded},
 		{&d.act.tileKeys, 4 * M * lmheadKeyStride(d.vocabPadded)},
 		{&d.act.outTok, 4 * M},
-		{&d.act.lnStats, 4 * (2*c.NumLayers*N + c.NumLayers)}, // and gemm_wg_pair's barrier counters
+		{&d.act.lnStats, 4 * lnStatsWords(c.NumLayers, N)},
 		{&d.act.attnPart, 4 * M * c.NumHeads * maxDecodeSplits * (C/c.NumHeads + 2)},
 	} {
 		if *b.p, err = g.drv.memAlloc(b.bytes); err != nil {

@@ -45,7 +45,7 @@ func (d *Device) forward(p *stepPlan) error {
 	fold := d.lnFold(N)
 	pairBN, pairGrid, pair := d.pairShape(N) // the folded attproj and fc as one grid
 	if fold {
-		if err := g.drv.memsetD32Async(a.lnStats, 0, 2*L*N+L, g.stream); err != nil {
+		if err := g.drv.memsetD32Async(a.lnStats, 0, lnStatsWords(L, N), g.stream); err != nil {
 			return err
 		}
 	}
@@ -223,7 +223,7 @@ func (d *Device) forward(p *stepPlan) error {
 // With pair both run as one gemm_wg_pair grid (pairShape's bnB and grid).
 func (d *Device) foldedLN2(l, N int, pair bool, bnB, grid int) error {
 	a, w, C := &d.act, &d.w.layers[l], d.cfg.Channels
-	ln := wgLNArgs{lns: w.ln2W, stats: a.lnStats + devPtr(4*2*N*l), x16: a.ln, eps: d.cfg.LayerNormEpsilon}
+	ln := wgLNArgs{lns: w.ln2W, stats: d.lnStatsAt(l, N), x16: a.ln, eps: d.cfg.LayerNormEpsilon}
 	if pair {
 		if err := d.wgPair(l, N, bnB, grid, ln.stats); err != nil {
 			return err
@@ -235,6 +235,18 @@ func (d *Device) foldedLN2(l, N int, pair bool, bnB, grid int) error {
 	}
 	ln.lns, ln.x16 = w.fcLNs, 0
 	return d.foldedProjection(a.fc, a.ln, w.fcW, w.fcLNb, N, 4*C, wgOut16LNFoldGelu, ln, "gemm_fc_gelu")
+}
+
+// lnStatsWords is act.lnStats's length in 32-bit words for a step of N
+// rows: every layer's row statistics (two floats a row, lnStatsAt), then
+// gemm_wg_pair's barrier counters (one a layer, pairCounter). A step
+// zeroes them all.
+func lnStatsWords(L, N int) int { return 2*L*N + L }
+
+func (d *Device) lnStatsAt(l, N int) devPtr { return d.act.lnStats + devPtr(4*2*N*l) }
+
+func (d *Device) pairCounter(l, N int) devPtr {
+	return d.act.lnStats + devPtr(4*(2*d.cfg.NumLayers*N+l))
 }
 
 // foldedProjection writes out (N x oc, rows of oc) = x (N x C) @ w^T

@@ -325,9 +325,9 @@ func mpsPartitioned() bool {
 // of grid blocks, fc in bnB-column tiles (pairShape's, taken once a step;
 // stats: the layer's row statistics).
 func (d *Device) wgPair(l, N, bnB, grid int, stats devPtr) error {
-	a, w, C, L := &d.act, &d.w.layers[l], d.cfg.Channels, d.cfg.NumLayers
+	a, w, C := &d.act, &d.w.layers[l], d.cfg.Channels
 	maps := []uintptr{d.wgMaps[a.attn], d.wgMaps[w.attProjW], d.wgMaps[a.ln], d.wgMaps[w.fcW]}
-	counter := a.lnStats + devPtr(4*(2*L*N+l))
+	counter := d.pairCounter(l, N)
 	return d.g.launchClusterRefs(d.g.kernel(wgPairKernelName(bnB)), grid, 1, 1, 1, 128, wgPairSmem(bnB, C), maps,
 		argPtr(a.residual), argPtr(a.fc), argPtr(w.attProjB), argPtr(w.ln2W), argPtr(w.fcLNs), argPtr(w.fcLNb),
 		argPtr(stats), argPtr(a.ln), argInt(N), argInt(C), argInt(C), argInt(4*C), argF32(d.cfg.LayerNormEpsilon), argPtr(counter))
