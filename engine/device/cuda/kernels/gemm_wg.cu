@@ -324,6 +324,25 @@ __device__ __forceinline__ void wg_mma(float* acc, uint32_t x0, uint32_t xs, uin
 // all want the same x lines at the same moment, and L2 serves lines that
 // many blocks ask for at once slowly, NOTES.md). The device launches C = 1
 // by default (gemm_wg.go, SetWgmmaCluster); 2 and 4 remain for A/Bs.
+// wg_ln_rest: a LayerNorm fold tile once its x boxes are asked for, the
+// part gemm_wg_impl's WG_LN kind and gemm_wg_pair's phases share: the
+// epilogue's inputs (the stats epilogue takes bias32 and the prior values
+// as the residual one does; the fold takes neither, b' comes with
+// wg_ln_load), the MMAs over k tiles xstride and wstride bytes apart from
+// x0 and w0, the epilogue.
+template <int BN>
+__device__ __forceinline__ void wg_ln_rest(uint32_t x0, uint32_t xstride, uint32_t w0, uint32_t wstride, uint32_t bar0, int KT, int m0,
+                                           int n0, void* out, int ldo, const half_t* bias16, const float* bias32, const float* lns,
+                                           float* stats, half_t* x16, int M, int K, int OC, int mode, float eps) {
+    WgEpilogue<BN> ep;
+    wg_epilogue_load<BN>(ep, m0, n0, out, ldo, bias16, bias32, M, OC, mode == WG_RESIDUAL_LNSTATS ? GEMV_RESIDUAL : GEMV_OUT32, false);
+    WgLN<BN> ln;
+    wg_ln_load<BN>(ln, m0, n0, lns, bias32, stats, M, K, mode, eps);
+    float acc[BN / 2];
+    wg_mma<BN>(acc, x0, xstride, w0, wstride, bar0, KT);
+    wg_store_ln<BN>(acc, ep, ln, m0, n0, out, ldo, M, mode, stats, x16, OC);
+}
+
 #define WG_PLAIN 0
 #define WG_SPLIT 1
 #define WG_LN 2  // K in one slice, the LayerNorm fold's epilogues (modes WG_RESIDUAL_LNSTATS, WG_OUT16_LNFOLD_GELU)
@@ -362,30 +381,25 @@ __device__ __forceinline__ void gemm_wg_impl(const void* tx, const void* tw, voi
         for (int kt = 0; kt < KT; kt++)
             if (kt % csize == crank) tma_load(base + kt * STAGE, tx, k0 + kt * WG_BK, m0, bar0 + 8 * kt, mask);
     }
-    WgEpilogue<BN> ep;
-    // The stats epilogue takes bias32 and the prior values as the residual
-    // one does; the fold takes neither here (b' comes with wg_ln_load).
-    const int emode = KIND == WG_LN ? (mode == WG_RESIDUAL_LNSTATS ? GEMV_RESIDUAL : GEMV_OUT32) : mode;
-    wg_epilogue_load<BN>(ep, m0, n0, out, ldo, bias16, bias32, M, OC, emode, split);
-    WgLN<BN> ln;
-    if constexpr (KIND == WG_LN) wg_ln_load<BN>(ln, m0, n0, lns, bias32, stats, M, K, mode, eps);
-
-    float acc[BN / 2];
-    wg_mma<BN>(acc, base, STAGE, base + A_BYTES, STAGE, bar0, KT);
-
-    // Every x box this block multicast has landed in the others too: each
-    // waited for all of its own before getting here, so no block leaves
-    // while its shared memory is still a destination.
-    if constexpr (KIND == WG_LN)
-        wg_store_ln<BN>(acc, ep, ln, m0, n0, out, ldo, M, mode, stats, x16, OC);
-    else
+    // Every x box this block multicasts lands in the others too: each
+    // waits for all of its own (wg_mma) before its epilogue, so no block
+    // leaves while its shared memory is still a destination.
+    if constexpr (KIND == WG_LN) {
+        wg_ln_rest<BN>(base, STAGE, base + A_BYTES, STAGE, bar0, KT, m0, n0, out, ldo, bias16, bias32, lns, stats, x16, M, K, OC, mode,
+                       eps);
+    } else {
+        WgEpilogue<BN> ep;
+        wg_epilogue_load<BN>(ep, m0, n0, out, ldo, bias16, bias32, M, OC, mode, split);
+        float acc[BN / 2];
+        wg_mma<BN>(acc, base, STAGE, base + A_BYTES, STAGE, bar0, KT);
         wg_store<BN>(acc, ep, m0, n0, out, ldo, M, OC, mode, split);
+    }
 }
 
 // wg_ln_tile: one 64 x BN tile of a LayerNorm fold projection (mode
 // WG_RESIDUAL_LNSTATS or WG_OUT16_LNFOLD_GELU, out of OC columns) whose
 // weight tiles at ws and the mbarriers at bar0 are armed: the x tiles of
-// rows m0.. into xs, the epilogue's inputs, the MMAs, the epilogue.
+// rows m0.. into xs, then wg_ln_rest.
 template <int BN>
 __device__ __forceinline__ void wg_ln_tile(const void* tx, uint32_t xs, uint32_t ws, uint32_t bar0, int KT, int m0, int n0, void* out,
                                            const float* bias32, const float* lns, float* stats, half_t* x16, int M, int K, int OC,
@@ -393,13 +407,7 @@ __device__ __forceinline__ void wg_ln_tile(const void* tx, uint32_t xs, uint32_t
     constexpr int X_BYTES = WG_BM * WG_BK * 2;
     if (threadIdx.x == 0)
         for (int kt = 0; kt < KT; kt++) tma_load(xs + kt * X_BYTES, tx, kt * WG_BK, m0, bar0 + 8 * kt, 0);
-    WgEpilogue<BN> ep;  // as gemm_wg_impl's WG_LN kind: the fold takes b' through wg_ln_load
-    wg_epilogue_load<BN>(ep, m0, n0, out, OC, nullptr, bias32, M, OC, mode == WG_RESIDUAL_LNSTATS ? GEMV_RESIDUAL : GEMV_OUT32, false);
-    WgLN<BN> ln;
-    wg_ln_load<BN>(ln, m0, n0, lns, bias32, stats, M, K, mode, eps);
-    float acc[BN / 2];
-    wg_mma<BN>(acc, xs, X_BYTES, ws, BN * WG_BK * 2, bar0, KT);
-    wg_store_ln<BN>(acc, ep, ln, m0, n0, out, OC, M, mode, stats, x16, OC);
+    wg_ln_rest<BN>(xs, X_BYTES, ws, BN * WG_BK * 2, bar0, KT, m0, n0, out, OC, nullptr, bias32, lns, stats, x16, M, K, OC, mode, eps);
 }
 
 // gemm_wg_pair: attproj with the stats epilogue (phase A) and fc with the
