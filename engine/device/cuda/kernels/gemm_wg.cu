@@ -425,9 +425,10 @@ __device__ __forceinline__ void wg_ln_tile(const void* tx, uint32_t xs, uint32_t
 // The barrier needs every block resident at once: the grid is at most one
 // block an SM (pairShape in gemm_wg.go), and it lets the next kernel launch
 // (PDL) only after the barrier, so no dependent block can take an SM a
-// block of this grid still needs. Block b takes attproj's tile b (b < tilesA) and fc's tile b (b <
-// tilesB), row tile fastest. counter (zeroed when the step starts with the
-// statistics) counts the blocks through the barrier.
+// block of this grid still needs. Block b takes attproj's tile b (hasA:
+// b below its tile count) and fc's tile b (hasB), row tile fastest.
+// counter (zeroed when the step starts with the statistics) counts the
+// blocks through the barrier.
 template <int BNA, int BNB>
 __device__ __forceinline__ void gemm_wg_pair_impl(const void* txA, const void* twA, const void* txB, const void* twB, float* resid,
                                                   half_t* fcout, const float* biasA, const float* gammaA, const float* sB,
