@@ -325,12 +325,32 @@ func mpsPartitioned() bool {
 // of grid blocks, fc in bnB-column tiles (pairShape's, taken once a step;
 // stats: the layer's row statistics).
 func (d *Device) wgPair(l, N, bnB, grid int, stats devPtr) error {
-	a, w, C := &d.act, &d.w.layers[l], d.cfg.Channels
-	maps := []uintptr{d.wgMaps[a.attn], d.wgMaps[w.attProjW], d.wgMaps[a.ln], d.wgMaps[w.fcW]}
-	counter := d.pairCounter(l, N)
-	return d.g.launchClusterRefs(d.g.kernel(wgPairKernelName(bnB)), grid, 1, 1, 1, 128, wgPairSmem(bnB, C), maps,
-		argPtr(a.residual), argPtr(a.fc), argPtr(w.attProjB), argPtr(w.ln2W), argPtr(w.fcLNs), argPtr(w.fcLNb),
-		argPtr(stats), argPtr(a.ln), argInt(N), argInt(C), argInt(C), argInt(4*C), argF32(d.cfg.LayerNormEpsilon), argPtr(counter))
+	a, w := &d.act, &d.w.layers[l]
+	return d.g.wgPairGemm(bnB, grid, N, d.cfg.Channels, wgPairArgs{
+		maps:  [4]uintptr{d.wgMaps[a.attn], d.wgMaps[w.attProjW], d.wgMaps[a.ln], d.wgMaps[w.fcW]},
+		resid: a.residual, fcOut: a.fc, biasA: w.attProjB, gammaA: w.ln2W, sB: w.fcLNs, bB: w.fcLNb,
+		stats: stats, x16: a.ln, counter: d.pairCounter(l, N), eps: d.cfg.LayerNormEpsilon,
+	})
+}
+
+// wgPairArgs are gemm_wg_pair's operands: the tensor maps of attproj's x
+// and weights and of fc's x (x16) and weights, in that order; the fp32
+// residual stream attproj adds into and fc's fp16 output; attproj's bias
+// and the LayerNorm's gamma; fc's folded s and b'; the rows' statistics,
+// x16 and the grid barrier's counter (both zeroed); the LayerNorm's eps.
+type wgPairArgs struct {
+	maps                                [4]uintptr
+	resid, fcOut, biasA, gammaA, sB, bB devPtr
+	stats, x16, counter                 devPtr
+	eps                                 float32
+}
+
+// wgPairGemm launches gemm_wg_pair_n16_n<bnB> over grid blocks for M rows
+// of C channels (fc: 4C columns).
+func (g *gpu) wgPairGemm(bnB, grid, M, C int, a wgPairArgs) error {
+	return g.launchClusterRefs(g.kernel(wgPairKernelName(bnB)), grid, 1, 1, 1, 128, wgPairSmem(bnB, C), a.maps[:],
+		argPtr(a.resid), argPtr(a.fcOut), argPtr(a.biasA), argPtr(a.gammaA), argPtr(a.sB), argPtr(a.bB),
+		argPtr(a.stats), argPtr(a.x16), argInt(M), argInt(C), argInt(C), argInt(4*C), argF32(a.eps), argPtr(a.counter))
 }
 
 // wg runs out = x @ w^T through gemm_wg.cu when useWG takes the step, both

@@ -161,11 +161,10 @@ func runLNFoldCase(t *testing.T, g *gpu, r *rand.Rand, M, C int, eps float32, pa
 		if err := g.setMaxDynamicSmem(k, wgPairSmem(bnF, C)); err != nil {
 			t.Fatal(err)
 		}
-		counter := upload(t, g, []uint32{0})
-		refs := []uintptr{uintptr(maps[0]), uintptr(maps[1]), uintptr(maps[2]), uintptr(maps[3])}
-		if err := g.launchClusterRefs(k, ceilDiv(M, wgTileM)*max(C/bnP, OC/bnF), 1, 1, 1, 128, wgPairSmem(bnF, C), refs, argPtr(dRes), argPtr(dFC),
-			argPtr(dBp), argPtr(dGamma), argPtr(dS), argPtr(dBprime), argPtr(stats), argPtr(dX16), argInt(M), argInt(C), argInt(C),
-			argInt(OC), argF32(eps), argPtr(counter)); err != nil {
+		args := wgPairArgs{maps: [4]uintptr{uintptr(maps[0]), uintptr(maps[1]), uintptr(maps[2]), uintptr(maps[3])},
+			resid: dRes, fcOut: dFC, biasA: dBp, gammaA: dGamma, sB: dS, bB: dBprime,
+			stats: stats, x16: dX16, counter: upload(t, g, []uint32{0}), eps: eps}
+		if err := g.wgPairGemm(bnF, ceilDiv(M, wgTileM)*max(C/bnP, OC/bnF), M, C, args); err != nil {
 			t.Fatal(err)
 		}
 	} else {
