@@ -167,6 +167,16 @@ func (d *Device) SetTiledLMHead(on bool) error {
 	})
 }
 
+// SetFP32Logits switches cuBLASLt's LM head (17+ sampled rows) between
+// fp32 logits (on) and fp16 ones for later steps (Options.FP32Logits),
+// dropping captured graphs.
+func (d *Device) SetFP32Logits(on bool) error {
+	return d.reconfigure(func() error {
+		d.opts.FP32Logits = on
+		return nil
+	})
+}
+
 // SetDecodeWarpsPerSM sets Options.DecodeWarpsPerSM (0 = the default,
 // negative = never) for later steps, dropping captured graphs.
 func (d *Device) SetDecodeWarpsPerSM(w int) error {

@@ -114,6 +114,12 @@ type Options struct {
 	// default (24: batch 16-128 2-5% faster on the H100 than 8 warps an SM
 	// through the 128-register kernels), negative = never (the A/B switch).
 	DecodeWarpsPerSM int
+	// FP32Logits keeps cuBLASLt's LM head (steps of 17+ sampled rows)
+	// writing fp32 logits, as the LM head kernels of our own do for fewer
+	// rows, instead of fp16 ones (summed in fp32 either way; fp16 halves the
+	// bytes written and read, as vLLM's logits in the model's dtype): the
+	// A/B switch.
+	FP32Logits bool
 }
 
 // DefaultOptions are used for every zero field of Options.
@@ -150,6 +156,7 @@ type Device struct {
 
 	kEncoder, kLayerNorm, kResidualAdd, kKVWrite, kDecode, kDecodeSplits, kDecodeSplitsR4, kCombine, kPrefill, kSample kernel
 	kGemv                                                                                                              [2][2][2]kernel // [layernorm][rows > 8][2 column tiles]
+	kSampleH                                                                                                           kernel          // sample_rows_h: the sampler over fp16 logits (halfLogits)
 	kLMHead                                                                                                            [2]kernel       // [rows > 8], lmhead.cu
 	skinnyVariant                                                                                                      *skinnyKernel   // nil: skinnyKernelFor (SetSkinnyVariant)
 	warpDecode, gemvOK, skinnyOK, lmheadOK, wgOK, wgPairOK                                                             bool

@@ -198,7 +198,7 @@ func (d *Device) forward(p *stepPlan) error {
 		if err := d.mark("layernorm_f"); err != nil {
 			return err
 		}
-		if err := g.blas.gemm(g.stream, a.logits, dataR32F, d.vocabPadded, a.lnf, d.w.wte, 0, gemmRows(M, d.opts.MaxSeqs), C, d.vocabPadded, epilogueDefault, false); err != nil {
+		if err := d.lmheadGemm(gemmRows(M, d.opts.MaxSeqs)); err != nil {
 			return err
 		}
 		if err := d.mark("gemm_lmhead"); err != nil {
@@ -208,13 +208,34 @@ func (d *Device) forward(p *stepPlan) error {
 	if err := d.recordSampleStart(); err != nil { // spans on: the "sample" span begins
 		return err
 	}
-	if err := g.launch(d.kSample, M, 1, 1, 1024, 0,
+	sampler := d.kSample
+	if d.halfLogits(M) {
+		sampler = d.kSampleH
+	}
+	if err := g.launch(sampler, M, 1, 1, 1024, 0,
 		argPtr(a.outTok), argPtr(a.logits), argInt(d.vocabPadded), argInt(d.cfg.VocabSize),
 		argPtr(p.in(lay.temp)), argPtr(p.in(lay.topK)), argPtr(p.in(lay.topP)), argPtr(p.in(lay.seedLo)), argPtr(p.in(lay.seedHi)),
 		argPtr(p.in(lay.index)), argPtr(p.in(lay.banned)), argPtr(p.in(lay.wantLP)), argPtr(tileKeys), argPtr(p.in(lay.hostOut))); err != nil {
 		return err
 	}
 	return d.mark("sample")
+}
+
+// halfLogits says whether a step of M sampled rows leaves fp16 logits:
+// cuBLASLt's LM head (17+ rows) unless Options.FP32Logits. Its sums are fp32
+// either way; fp16 halves the 25.7 MB of fp32 logits a step of 128 rows
+// writes and the sampler reads (the LM head is near its traffic floor).
+func (d *Device) halfLogits(M int) bool { return !d.useGemv(M) && !d.opts.FP32Logits }
+
+// lmheadGemm is cuBLASLt's LM head over rows rows of act.lnf (a gemmRows
+// bucket): act.logits in fp16 or fp32, as halfLogits says.
+func (d *Device) lmheadGemm(rows int) error {
+	out := dataR32F
+	if d.halfLogits(rows) {
+		out = dataR16F
+	}
+	g, a := d.g, &d.act
+	return g.blas.gemm(g.stream, a.logits, out, d.vocabPadded, a.lnf, d.w.wte, 0, rows, d.cfg.Channels, d.vocabPadded, epilogueDefault, false)
 }
 
 // foldedLN2 runs layer l's attproj and fc through gemm_wg.cu with the
@@ -458,7 +479,7 @@ func (d *Device) resolveKernels() error {
 	}
 	for dst, name := range map[*kernel]string{
 		&d.kEncoder: "encoder_forward", &d.kCombine: "attention_decode_combine", &d.kLayerNorm: "layernorm_forward",
-		&d.kResidualAdd: "residual_add", &d.kKVWrite: "kv_write", &d.kSample: "sample_rows",
+		&d.kResidualAdd: "residual_add", &d.kKVWrite: "kv_write", &d.kSample: "sample_rows", &d.kSampleH: "sample_rows_h",
 		&d.kDecode: decodeName, &d.kPrefill: prefillName,
 	} {
 		if err := get(dst, name); err != nil {

@@ -119,7 +119,7 @@ var kernelNames = []string{
 	"encoder_forward", "layernorm_forward", "residual_add", "gather_rows_f16", "kv_write",
 	"attention_decode_32", "attention_decode_64", "attention_decode_128", "attention_decode_combine",
 	"attention_prefill_32", "attention_prefill_64", "attention_prefill_128", "attention_prefill_mma_64",
-	"sample_rows", "attention_decode_warp_64", "attention_decode_warp_splits_64", "attention_decode_warp_splits_r4_64",
+	"sample_rows", "sample_rows_h", "attention_decode_warp_64", "attention_decode_warp_splits_64", "attention_decode_warp_splits_r4_64",
 	"read_bandwidth", "l2_broadcast_read", "empty_pdl",
 }
 

@@ -35,7 +35,7 @@ func newTestDevice(t *testing.T, w *model.Weights, opts Options) *Device {
 }
 
 // lastLogits reads the logits of the last step's sampled rows (M, V),
-// test-only.
+// test-only: fp16 ones (halfLogits) widened to float32.
 func (d *Device) lastLogits(t *testing.T, M int) [][]float32 {
 	t.Helper()
 	out := make([][]float32, M)
@@ -45,7 +45,13 @@ func (d *Device) lastLogits(t *testing.T, M int) [][]float32 {
 	if err := d.g.bind(); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.g.drv.dtoh(unsafe.Pointer(&buf[0]), d.act.logits, 4*len(buf)); err != nil {
+	if d.halfLogits(d.lastPlan().lay.nSample) {
+		h := make([]uint16, len(buf))
+		if err := d.g.drv.dtoh(unsafe.Pointer(&h[0]), d.act.logits, 2*len(h)); err != nil {
+			t.Fatal(err)
+		}
+		copy(buf, fromF16(h))
+	} else if err := d.g.drv.dtoh(unsafe.Pointer(&buf[0]), d.act.logits, 4*len(buf)); err != nil {
 		t.Fatal(err)
 	}
 	for i := range out {
@@ -57,9 +63,10 @@ func (d *Device) lastLogits(t *testing.T, M int) [][]float32 {
 // lastRowOfSeq is the last submitted step's sample row of each Batch.Seqs
 // entry (-1: not sampled), test-only: a graph step samples every row, so a
 // sequence's logits need not be at its index among the sampled sequences.
-func (d *Device) lastRowOfSeq() []int {
-	return d.stage[(d.next+len(d.stage)-1)%len(d.stage)].plan.rowOfSeq
-}
+func (d *Device) lastRowOfSeq() []int { return d.lastPlan().rowOfSeq }
+
+// lastPlan is the last submitted step's plan, test-only.
+func (d *Device) lastPlan() *stepPlan { return &d.stage[(d.next+len(d.stage)-1)%len(d.stage)].plan }
 
 // blockAlloc hands out KV block ids to test sequences.
 type blockAlloc struct{ next int32 }
@@ -90,10 +97,10 @@ func TestModelLogitsMixedBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, o := range []Options{{NoCUDAGraph: true}, {}, {SimplePrefillAttention: true}, {GemvMaxRows: -1, SkinnyGemmRows: -1, BlockDecodeAttention: true, NoPDL: true},
-		{SkinnyGemmRows: 128}, {SkinnyGemmRows: 128, NoCUDAGraph: true}, {NoTiledLMHead: true}, {ChunkRows: -1}} {
+		{SkinnyGemmRows: 128}, {SkinnyGemmRows: 128, NoCUDAGraph: true}, {NoTiledLMHead: true}, {ChunkRows: -1}, {GemvMaxRows: -1, FP32Logits: true}} {
 		o.MaxStepTokens, o.MaxSeqs = 1024, 64
-		t.Run(fmt.Sprintf("noCUDAGraph=%v_simplePrefill=%v_gemv=%v_skinny=%d_blockDecode=%v_noPDL=%v_noTiledLMHead=%v_chunkRows=%d", o.NoCUDAGraph, o.SimplePrefillAttention,
-			o.GemvMaxRows >= 0, o.SkinnyGemmRows, o.BlockDecodeAttention, o.NoPDL, o.NoTiledLMHead, o.ChunkRows), func(t *testing.T) {
+		t.Run(fmt.Sprintf("noCUDAGraph=%v_simplePrefill=%v_gemv=%v_skinny=%d_blockDecode=%v_noPDL=%v_noTiledLMHead=%v_chunkRows=%d_fp32Logits=%v", o.NoCUDAGraph, o.SimplePrefillAttention,
+			o.GemvMaxRows >= 0, o.SkinnyGemmRows, o.BlockDecodeAttention, o.NoPDL, o.NoTiledLMHead, o.ChunkRows, o.FP32Logits), func(t *testing.T) {
 			d := newTestDevice(t, w, o)
 			checkMixedBatches(t, d, w)
 		})

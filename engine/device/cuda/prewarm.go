@@ -105,7 +105,7 @@ func (d *Device) prewarm() error {
 		}
 	}
 	for _, m := range gemmBuckets(d.opts.MaxSeqs, func(n int) bool { return !d.useGemv(n) }) {
-		if err := g.blas.gemm(g.stream, a.logits, dataR32F, d.vocabPadded, a.lnf, d.w.wte, 0, m, C, d.vocabPadded, epilogueDefault, false); err != nil {
+		if err := d.lmheadGemm(m); err != nil {
 			return fmt.Errorf("cuda: prewarm LM head GEMM of %d rows: %w", m, err)
 		}
 	}

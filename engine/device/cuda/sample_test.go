@@ -3,6 +3,7 @@ package cuda
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"testing"
 	"unsafe"
@@ -10,11 +11,22 @@ import (
 	"github.com/roseinfer/roseinfer/engine/sample"
 )
 
-// sampleRowsGPU runs sample_rows over M rows of logits (row stride ld; ld = 0
-// makes every row read row 0) and returns the ids and logprobs. With tiled
-// the sampler gets the rows' tile keys as lmhead.cu defines them, computed
-// here on the host (hostTileKeys).
-func sampleRowsGPU(t *testing.T, g *gpu, logits []float32, ld, V int, ps []sample.Params, index []int, banned []int32, wantLP, tiled bool) ([]int32, []float32) {
+// logitsIn is how sampleRowsGPU hands the sampler its logits.
+type logitsIn int
+
+const (
+	logitsF32      logitsIn = iota // fp32 rows, no tile keys (gemv.cu's LM head)
+	logitsF32Tiled                 // fp32 rows and their tile keys (lmhead.cu)
+	logitsF16                      // fp16 rows (cuBLASLt's LM head, sample_rows_h): values must be fp16-exact
+)
+
+func (in logitsIn) String() string { return [...]string{"fp32", "fp32 tiled", "fp16"}[in] }
+
+// sampleRowsGPU runs sample_rows (sample_rows_h for logitsF16) over M rows
+// of logits (row stride ld; ld = 0 makes every row read row 0) and returns
+// the ids and logprobs. With logitsF32Tiled the sampler gets the rows' tile
+// keys as lmhead.cu defines them, computed here on the host (hostTileKeys).
+func sampleRowsGPU(t *testing.T, g *gpu, logits []float32, ld, V int, ps []sample.Params, index []int, banned []int32, wantLP bool, in logitsIn) ([]int32, []float32) {
 	t.Helper()
 	M := len(ps)
 	temp, topP := make([]float32, M), make([]float32, M)
@@ -32,15 +44,21 @@ func sampleRowsGPU(t *testing.T, g *gpu, logits []float32, ld, V int, ps []sampl
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { g.drv.hostFree(hostPtr) })
-	keys := devPtr(0)
-	if tiled {
-		rows, n := M, ld
+	keys, kernel, rows := devPtr(0), g.kernel("sample_rows"), upload(t, g, logits)
+	switch in {
+	case logitsF32Tiled:
+		nrows, n := M, ld
 		if ld == 0 {
-			rows, n = 1, len(logits)
+			nrows, n = 1, len(logits)
 		}
-		keys = upload(t, g, hostTileKeys(logits, rows, n))
+		keys = upload(t, g, hostTileKeys(logits, nrows, n))
+	case logitsF16:
+		if h := roundF16(logits); !slices.EqualFunc(h, logits, func(a, b float32) bool { return a == b || a != a && b != b }) {
+			t.Fatal("sampleRowsGPU: fp16 logits must be fp16-exact (roundF16)")
+		}
+		kernel, rows = g.kernel("sample_rows_h"), upload(t, g, toF16(logits))
 	}
-	if err := g.launch(g.kernel("sample_rows"), M, 1, 1, 1024, 0, argPtr(outTok), argPtr(upload(t, g, logits)),
+	if err := g.launch(kernel, M, 1, 1, 1024, 0, argPtr(outTok), argPtr(rows),
 		argInt(ld), argInt(V), argPtr(upload(t, g, temp)), argPtr(upload(t, g, topK)), argPtr(upload(t, g, topP)),
 		argPtr(upload(t, g, seedLo)), argPtr(upload(t, g, seedHi)), argPtr(upload(t, g, idx)), argPtr(upload(t, g, banned)),
 		argPtr(upload(t, g, want)), argPtr(keys), argPtr(upload(t, g, []uint64{uint64(hostOut)}))); err != nil {
@@ -65,10 +83,11 @@ func TestSamplerMatchesCPU(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	for _, tc := range []struct {
 		V      int
-		padded bool // rows 16-byte aligned with NaN padding (the device's layout) instead of packed
-		tiled  bool // with tile keys (needs the padded layout)
-	}{{50257, false, false}, {50257, true, false}, {50257, true, true}, {1000, false, false}, {1000, true, true},
-		{3, false, false}, {3, true, false}, {3, true, true}} {
+		padded bool     // rows 16-byte aligned with NaN padding (the device's layout) instead of packed
+		in     logitsIn // tile keys need the padded layout
+	}{{50257, false, logitsF32}, {50257, true, logitsF32}, {50257, true, logitsF32Tiled}, {50257, true, logitsF16},
+		{50257, false, logitsF16}, {1000, false, logitsF32}, {1000, true, logitsF32Tiled}, {1000, true, logitsF16},
+		{3, false, logitsF32}, {3, true, logitsF32}, {3, true, logitsF32Tiled}, {3, false, logitsF16}} {
 		V := tc.V
 		const M = 160
 		logits := make([]float32, M*V)
@@ -105,6 +124,9 @@ func TestSamplerMatchesCPU(t *testing.T) {
 				banned[i] = int32(r.IntN(V))
 			}
 		}
+		if tc.in == logitsF16 { // the CPU reference sees the values the GPU reads
+			logits = roundF16(logits)
+		}
 		ld, dev := V, logits
 		if tc.padded {
 			ld = (V + 127) &^ 127
@@ -116,7 +138,7 @@ func TestSamplerMatchesCPU(t *testing.T) {
 				copy(dev[i*ld:], logits[i*V:(i+1)*V])
 			}
 		}
-		got, lp := sampleRowsGPU(t, g, dev, ld, V, ps, index, banned, true, tc.tiled)
+		got, lp := sampleRowsGPU(t, g, dev, ld, V, ps, index, banned, true, tc.in)
 		cpu := sample.NewSampler(V)
 		mismatches := 0
 		for i := 0; i < M; i++ {
@@ -124,7 +146,7 @@ func TestSamplerMatchesCPU(t *testing.T) {
 			want := cpu.Sample(row, ps[i], index[i], banned[i])
 			if got[i] != want {
 				mismatches++
-				t.Errorf("V=%d padded=%v tiled=%v row %d %+v index %d banned %d: GPU %d, CPU %d", V, tc.padded, tc.tiled, i, ps[i], index[i], banned[i], got[i], want)
+				t.Errorf("V=%d padded=%v %v row %d %+v index %d banned %d: GPU %d, CPU %d", V, tc.padded, tc.in, i, ps[i], index[i], banned[i], got[i], want)
 			}
 			if got[i] >= 0 && int(got[i]) < V {
 				if wlp := sample.LogProb(row, got[i]); math.Abs(float64(lp[i]-wlp)) > 1e-4*math.Max(1, math.Abs(float64(wlp))) {
@@ -133,7 +155,7 @@ func TestSamplerMatchesCPU(t *testing.T) {
 			}
 		}
 		if mismatches > 0 {
-			t.Logf("V=%d padded=%v tiled=%v: %d of %d rows differ", V, tc.padded, tc.tiled, mismatches, M)
+			t.Logf("V=%d padded=%v %v: %d of %d rows differ", V, tc.padded, tc.in, mismatches, M)
 		}
 	}
 }
@@ -151,24 +173,28 @@ func TestSamplerDistribution(t *testing.T) {
 	for i := range ps {
 		ps[i], index[i], banned[i] = p, i, -1
 	}
-	for _, tiled := range []bool{false, true} {
+	for _, in := range []logitsIn{logitsF32, logitsF32Tiled, logitsF16} {
 		ld := 0
-		dev := row
-		if tiled { // the tiled path needs 8-aligned rows: pad with NaN
+		ref := row
+		if in == logitsF16 {
+			ref = roundF16(row)
+		}
+		dev := ref
+		if in == logitsF32Tiled { // the tiled path needs 8-aligned rows: pad with NaN
 			dev = make([]float32, (V+127)&^127)
 			for i := range dev {
 				dev[i] = float32(math.NaN())
 			}
 			copy(dev, row)
 		}
-		got, _ := sampleRowsGPU(t, g, dev, ld, V, ps, index, banned, false, tiled)
-		checkDistribution(t, row, p, got, tiled)
+		got, _ := sampleRowsGPU(t, g, dev, ld, V, ps, index, banned, false, in)
+		checkDistribution(t, ref, p, got, in)
 	}
 }
 
 // checkDistribution compares draws from one row with the probabilities the
 // CPU rule assigns (chi-square, p = 0.001).
-func checkDistribution(t *testing.T, row []float32, p sample.Params, got []int32, tiled bool) {
+func checkDistribution(t *testing.T, row []float32, p sample.Params, got []int32, in logitsIn) {
 	t.Helper()
 	V, M := len(row), len(got)
 
@@ -205,14 +231,14 @@ func checkDistribution(t *testing.T, row []float32, p sample.Params, got []int32
 		delete(counts, int32(ids[i]))
 	}
 	if len(counts) > 0 {
-		t.Fatalf("tiled=%v: drew tokens outside the top-k/top-p set: %v", tiled, counts)
+		t.Fatalf("%v: drew tokens outside the top-k/top-p set: %v", in, counts)
 	}
 	// Critical value of chi-square with df = kept-1 at p = 0.001 (Wilson-Hilferty).
 	df := float64(kept - 1)
 	crit := df * math.Pow(1-2/(9*df)+3.09*math.Sqrt(2/(9*df)), 3)
-	t.Logf("tiled=%v: kept %d tokens, chi2 = %.1f, critical %.1f", tiled, kept, chi2, crit)
+	t.Logf("%v: kept %d tokens, chi2 = %.1f, critical %.1f", in, kept, chi2, crit)
 	if chi2 > crit {
-		t.Errorf("tiled=%v: chi-square %.1f > %.1f: draws do not follow the reference distribution", tiled, chi2, crit)
+		t.Errorf("%v: chi-square %.1f > %.1f: draws do not follow the reference distribution", in, chi2, crit)
 	}
 }
 

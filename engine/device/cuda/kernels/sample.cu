@@ -75,27 +75,65 @@ struct Scratch {
 
 __device__ __forceinline__ bool bit(const uint32_t* m, int i) { return (m[i >> 5] >> (i & 31)) & 1u; }
 
-// scan_row calls f(i, x[i]) for this thread's ids but skip (-1: none), in
-// ascending id order, keeping several loads in flight: 16-byte loads when
+// logit_row is one row of logits as the sampler reads them: fp32 from the
+// LM head kernels of our own (lmhead.cu, gemv.cu: 1-16 rows), fp16 from
+// cuBLASLt's LM head (17+ rows), where half the bytes are written and read
+// (NOTES.md, twenty-second session). at(i) is logit i; quad(j) loads logits
+// 4j..4j+3 (16 or 8 bytes) for unpack4, which comes after the next loads
+// are issued (fp16 quads stay packed until then: fewer registers); oct(t, e)
+// logits 8t..8t+7.
+template <typename E>
+struct logit_row;
+template <>
+struct logit_row<float> {
+    typedef float4 quad_t;
+    const float* x;
+    __device__ __forceinline__ float at(int i) const { return x[i]; }
+    __device__ __forceinline__ float4 quad(int j) const { return reinterpret_cast<const float4*>(x)[j]; }
+    static __device__ __forceinline__ float4 zero4() { return make_float4(0.f, 0.f, 0.f, 0.f); }
+    static __device__ __forceinline__ void unpack4(float4 v, float* e) { e[0] = v.x, e[1] = v.y, e[2] = v.z, e[3] = v.w; }
+    __device__ __forceinline__ void oct(int t, float* e) const {
+        const float4* p = reinterpret_cast<const float4*>(x + 8 * t);
+        const float4 a = p[0], c = p[1];
+        e[0] = a.x, e[1] = a.y, e[2] = a.z, e[3] = a.w, e[4] = c.x, e[5] = c.y, e[6] = c.z, e[7] = c.w;
+    }
+};
+template <>
+struct logit_row<half_t> {
+    typedef uint2 quad_t;
+    const half_t* x;
+    __device__ __forceinline__ float at(int i) const { return h2f(x[i]); }
+    __device__ __forceinline__ uint2 quad(int j) const { return reinterpret_cast<const uint2*>(x)[j]; }
+    static __device__ __forceinline__ uint2 zero4() { return make_uint2(0u, 0u); }
+    static __device__ __forceinline__ void unpack4(uint2 v, float* e) {
+        const half_t* h = reinterpret_cast<const half_t*>(&v);
+#pragma unroll
+        for (int c = 0; c < 4; c++) e[c] = h2f(h[c]);
+    }
+    __device__ __forceinline__ void oct(int t, float* e) const { unpack8(reinterpret_cast<const uint4*>(x)[t], e); }
+};
+
+// scan_row calls f(i, x.at(i)) for this thread's ids but skip (-1: none), in
+// ascending id order, keeping several loads in flight: 4 logits a load when
 // rows are 16-byte aligned (vec4), else 8 strided scalar loads per round.
-// The skipped id is tested once per 16 bytes, not once per id.
-template <typename F>
-__device__ __forceinline__ void scan_row(const float* x, int V, bool vec4, F f, int skip = -1) {
+// The skipped id is tested once per 4 ids, not once per id.
+template <typename R, typename F>
+__device__ __forceinline__ void scan_row(const R& x, int V, bool vec4, F f, int skip = -1) {
     if (vec4) {
-        const float4* x4 = reinterpret_cast<const float4*>(x);
         const int n4 = V / 4, skip4 = skip >= 0 ? skip / 4 : -1;
         for (int b = threadIdx.x; b < n4; b += 4 * SAMPLE_THREADS) {
-            float4 v[4];
+            typename R::quad_t v[4];
 #pragma unroll
             for (int u = 0; u < 4; u++) {
                 int j = b + u * SAMPLE_THREADS;
-                v[u] = j < n4 ? x4[j] : make_float4(0.f, 0.f, 0.f, 0.f);
+                v[u] = j < n4 ? x.quad(j) : R::zero4();
             }
 #pragma unroll
             for (int u = 0; u < 4; u++) {
                 const int j = b + u * SAMPLE_THREADS;
                 if (j >= n4) continue;
-                const float e[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+                float e[4];
+                R::unpack4(v[u], e);
                 if (j != skip4) {
 #pragma unroll
                     for (int c = 0; c < 4; c++) f(4 * j + c, e[c]);
@@ -107,7 +145,7 @@ __device__ __forceinline__ void scan_row(const float* x, int V, bool vec4, F f, 
             }
         }
         for (int i = 4 * n4 + threadIdx.x; i < V; i += SAMPLE_THREADS)
-            if (i != skip) f(i, x[i]);
+            if (i != skip) f(i, x.at(i));
         return;
     }
     for (int b = threadIdx.x; b < V; b += 8 * SAMPLE_THREADS) {
@@ -115,7 +153,7 @@ __device__ __forceinline__ void scan_row(const float* x, int V, bool vec4, F f, 
 #pragma unroll
         for (int u = 0; u < 8; u++) {
             int i = b + u * SAMPLE_THREADS;
-            v[u] = i < V ? x[i] : 0.f;
+            v[u] = i < V ? x.at(i) : 0.f;
         }
 #pragma unroll
         for (int u = 0; u < 8; u++) {
@@ -418,18 +456,20 @@ __device__ int draw_compact_warp(Scratch& sm, int n, float max_logit, double T, 
 // memory, so no copy to the host follows the sampler: the sampled id and,
 // when want_lp[r], its log-softmax at temperature 1 over the raw logits (else
 // 0). out_tok (M): the ids again, on the device, for the next step's tokens.
-// logits (M, ld) fp32, V valid columns. tile_keys (M, ld / 8) or null: each
-// 8-column tile's largest float_key, as lmhead.cu writes them.
-extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
-    int* out_tok, const float* logits, int ld, int V, const float* temperature,
-    const int* top_k, const float* top_p, const uint32_t* seed_lo, const uint32_t* seed_hi,
-    const int* index, const int* banned_in, const int* want_lp, const uint32_t* tile_keys,
-    const unsigned long long* host_out) {
+// logits (M, ld) of E (float or half_t, logit_row), V valid columns.
+// tile_keys (M, ld / 8) or null: each 8-column tile's largest float_key, as
+// lmhead.cu writes them beside fp32 logits.
+template <typename E>
+__device__ __forceinline__ void sample_rows_impl(int* out_tok, const E* logits, int ld, int V, const float* temperature,
+                                                 const int* top_k, const float* top_p, const uint32_t* seed_lo,
+                                                 const uint32_t* seed_hi, const int* index, const int* banned_in,
+                                                 const int* want_lp, const uint32_t* tile_keys,
+                                                 const unsigned long long* host_out) {
     grid_dep_launch();
     grid_dep_wait();
     __shared__ Scratch sm;
     const int r = blockIdx.x;
-    const float* x = logits + (size_t)r * ld;
+    const logit_row<E> x{logits + (size_t)r * ld};
     const bool vec4 = (ld % 4) == 0 && (reinterpret_cast<size_t>(logits) % 16) == 0;
     int banned = banned_in[r];
     if (banned >= V || V == 1) banned = -1;
@@ -469,7 +509,7 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
                 continue;
             }
             for (int i = 8 * t; i < min(V, 8 * t + 8); i++)
-                if (i != banned) take(float_key(finite_or_neginf(x[i])), i);
+                if (i != banned) take(float_key(finite_or_neginf(x.at(i))), i);
         }
     } else {
         // Float compares here, the packs once a thread: ~3 instructions an
@@ -533,9 +573,8 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
                     // tk[t] again, from L1: keeping the keys in registers
                     // through kth_bound made the kernel spill.
                     if (8 * t >= V || (!dirty(t) && tk[t] < tau)) continue;
-                    const float4* p = reinterpret_cast<const float4*>(x + 8 * t);
-                    const float4 a = p[0], c = p[1];
-                    const float v[8] = {a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w};
+                    float v[8];
+                    x.oct(t, v);
 #pragma unroll
                     for (int e = 0; e < 8; e++)
                         if (8 * t + e < V) f(8 * t + e, v[e]);
@@ -543,7 +582,7 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
             };
             if (fast_top_k(sm, scan, banned, K, tau)) compact = true, n = K;
         }
-        auto logit_key = [&](int i) { return float_key(finite_or_neginf(x[i])); };
+        auto logit_key = [&](int i) { return float_key(finite_or_neginf(x.at(i))); };
         if (!compact) {
             int ncand = ncand_all;
             if (use_k) {
@@ -578,7 +617,7 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
                         bits &= bits - 1;
                         int id = w * 32 + b;
                         sm.cid[pos] = id;
-                        sm.cl[pos] = finite_or_neginf(x[id]);
+                        sm.cl[pos] = finite_or_neginf(x.at(id));
                         pos++;
                     }
                 }
@@ -630,7 +669,7 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
         } else {
             // General path: many candidates (top_k off or large). Weights are
             // recomputed from the logits where needed; keys order weights.
-            auto w_of = [&](int i) { return weight(finite_or_neginf(x[i]), max_logit, Td); };
+            auto w_of = [&](int i) { return weight(finite_or_neginf(x.at(i)), max_logit, Td); };
             auto w_key = [&](int i) { return float_key(w_of(i)); };
             double zl = 0.0;
             for (int i = threadIdx.x; i < V; i += blockDim.x)
@@ -730,9 +769,8 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
             const uint32_t key = (uint32_t)(best_pack >> 32);
             token = (int)(0xffffffffu - (uint32_t)best_pack);
             if (tiled && !dirty(token / 8)) {  // a tile: its lowest id holding the key
-                const float4* p = reinterpret_cast<const float4*>(x + token);
-                const float4 a = p[0], c = p[1];
-                const float v[8] = {a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w};
+                float v[8];
+                x.oct(token / 8, v);
 #pragma unroll
                 for (int e = 7; e >= 0; e--)
                     if (float_key(finite_or_neginf(v[e])) == key) token = (token & ~7) + e;
@@ -748,10 +786,28 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
         scan_row(x, V, vec4, [&](int, float v) { s += exp((double)finite_or_neginf(v) - (double)ml); });
         double tot;
         block_scan_double(sm, s, &tot);
-        if (threadIdx.x == 0) lp = (float)((double)x[token] - (double)ml - log(tot));
+        if (threadIdx.x == 0) lp = (float)((double)x.at(token) - (double)ml - log(tot));
     }
     if (threadIdx.x == 0) {
         out_tok[r] = token;
         reinterpret_cast<int2*>(*host_out)[r] = make_int2(token, __float_as_int(lp));
     }
+}
+
+// logits (M, ld) fp32, tile_keys as above or null.
+extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
+    int* out_tok, const float* logits, int ld, int V, const float* temperature, const int* top_k, const float* top_p,
+    const uint32_t* seed_lo, const uint32_t* seed_hi, const int* index, const int* banned_in, const int* want_lp,
+    const uint32_t* tile_keys, const unsigned long long* host_out) {
+    sample_rows_impl(out_tok, logits, ld, V, temperature, top_k, top_p, seed_lo, seed_hi, index, banned_in, want_lp,
+                     tile_keys, host_out);
+}
+
+// logits (M, ld) fp16 (cuBLASLt's LM head); tile_keys must be null.
+extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows_h(
+    int* out_tok, const half_t* logits, int ld, int V, const float* temperature, const int* top_k, const float* top_p,
+    const uint32_t* seed_lo, const uint32_t* seed_hi, const int* index, const int* banned_in, const int* want_lp,
+    const uint32_t* tile_keys, const unsigned long long* host_out) {
+    sample_rows_impl(out_tok, logits, ld, V, temperature, top_k, top_p, seed_lo, seed_hi, index, banned_in, want_lp,
+                     tile_keys, host_out);
 }

@@ -299,6 +299,7 @@ var decodeVariants = []variant{
 	{"graph, LayerNorm kernel before fc", setVariant(config{noLNFold: true})},
 	{"graph, attproj and fc as two grids", setVariant(config{noPair: true})},
 	{"graph, gemv LM head, full-row sampler", setVariant(config{noTiledLMHead: true})},
+	{"graph, fp32 logits from cuBLASLt's LM head", setVariant(config{fp32Logits: true})},
 	{"graph, key splits for 8 warps an SM (128-register kernels)", setVariant(config{decodeWarps: -1})},
 }
 
@@ -313,6 +314,7 @@ func init() {
 // and WgmmaGemmRows; wgCluster as Device.SetWgmmaCluster.
 type config struct {
 	noGraph, blockDecode, noPDL, noTiledLMHead bool
+	fp32Logits                                 bool // as cuda.Options.FP32Logits
 	wgNoSplitK                                 bool // as cuda.Options.NoWgmmaSplitK
 	noLNFold                                   bool // as cuda.Options.NoWgmmaLNFold
 	noPair                                     bool // as cuda.Options.NoWgmmaPair
@@ -328,6 +330,9 @@ func setVariant(c config) func(d *cuda.Device) error {
 			return err
 		}
 		if err := d.SetTiledLMHead(!c.noTiledLMHead); err != nil {
+			return err
+		}
+		if err := d.SetFP32Logits(c.fp32Logits); err != nil {
 			return err
 		}
 		if err := d.SetSkinnyVariant(c.skinnyVariant); err != nil {
