@@ -2,14 +2,18 @@
 GO       ?= go
 BIN      := bin
 export CGO_ENABLED := 0
+# Binaries carry their source revision (run metadata's git_rev) even where
+# GOFLAGS says -buildvcs=false: results measured on another machine, whose
+# copy of the tree may sit at another commit, must name the code that ran.
+VCS      := -buildvcs=auto
 
 .PHONY: all build bench cpu-numbers test vet fmt-check fuzz fuzz-server gpu-build gpu-test gpu-bench gpu-ncu gpu-stack-build gpu-stack clean lint-workflows
 
 all: build
 
 build:
-	$(GO) build -o $(BIN)/roseinfer ./cmd/roseinfer
-	$(GO) build -o $(BIN)/bench ./cmd/bench
+	$(GO) build $(VCS) -o $(BIN)/roseinfer ./cmd/roseinfer
+	$(GO) build $(VCS) -o $(BIN)/bench ./cmd/bench
 
 # The main job on the embedded default: roseinfer on CPU with the built-in tiny
 # model, the bundled Azure conversation trace, three load scales, then a summary.
@@ -34,13 +38,13 @@ cpu-numbers: build
 gpu-build:
 	mkdir -p .gpu
 	$(GO) test -c -o .gpu/cuda.test ./engine/device/cuda
-	$(GO) build -o .gpu/cudabench ./engine/device/cuda/cmd/cudabench
+	$(GO) build $(VCS) -o .gpu/cudabench ./engine/device/cuda/cmd/cudabench
 
 # The whole stack (bench + roseinfer on CUDA): issue 4's offline/online figures and feature A/Bs.
 gpu-stack-build:
 	mkdir -p .gpu
-	$(GO) build -o .gpu/bench ./cmd/bench
-	$(GO) build -o .gpu/roseinfer ./cmd/roseinfer
+	$(GO) build $(VCS) -o .gpu/bench ./cmd/bench
+	$(GO) build $(VCS) -o .gpu/roseinfer ./cmd/roseinfer
 
 gpu-stack:
 	bash harness/gpu_stack.sh
