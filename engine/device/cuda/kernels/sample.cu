@@ -794,20 +794,18 @@ __device__ __forceinline__ void sample_rows_impl(int* out_tok, const E* logits, 
     }
 }
 
-// logits (M, ld) fp32, tile_keys as above or null.
-extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows(
-    int* out_tok, const float* logits, int ld, int V, const float* temperature, const int* top_k, const float* top_p,
-    const uint32_t* seed_lo, const uint32_t* seed_hi, const int* index, const int* banned_in, const int* want_lp,
-    const uint32_t* tile_keys, const unsigned long long* host_out) {
-    sample_rows_impl(out_tok, logits, ld, V, temperature, top_k, top_p, seed_lo, seed_hi, index, banned_in, want_lp,
-                     tile_keys, host_out);
-}
+// SAMPLE_ROWS_KERNEL defines a sampler kernel (extern "C", so the loader
+// finds it by name) over logits of type E.
+#define SAMPLE_ROWS_KERNEL(name, E)                                                                                  \
+    extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)                                                     \
+        name(int* out_tok, const E* logits, int ld, int V, const float* temperature, const int* top_k,               \
+             const float* top_p, const uint32_t* seed_lo, const uint32_t* seed_hi, const int* index,                 \
+             const int* banned_in, const int* want_lp, const uint32_t* tile_keys, const unsigned long long* host_out) { \
+        sample_rows_impl(out_tok, logits, ld, V, temperature, top_k, top_p, seed_lo, seed_hi, index, banned_in,     \
+                         want_lp, tile_keys, host_out);                                                              \
+    }
 
+// logits (M, ld) fp32, tile_keys as above or null.
+SAMPLE_ROWS_KERNEL(sample_rows, float)
 // logits (M, ld) fp16 (cuBLASLt's LM head); tile_keys must be null.
-extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_rows_h(
-    int* out_tok, const half_t* logits, int ld, int V, const float* temperature, const int* top_k, const float* top_p,
-    const uint32_t* seed_lo, const uint32_t* seed_hi, const int* index, const int* banned_in, const int* want_lp,
-    const uint32_t* tile_keys, const unsigned long long* host_out) {
-    sample_rows_impl(out_tok, logits, ld, V, temperature, top_k, top_p, seed_lo, seed_hi, index, banned_in, want_lp,
-                     tile_keys, host_out);
-}
+SAMPLE_ROWS_KERNEL(sample_rows_h, half_t)
