@@ -222,9 +222,10 @@ func (d *Device) forward(p *stepPlan) error {
 }
 
 // halfLogits says whether a step of M sampled rows leaves fp16 logits:
-// cuBLASLt's LM head (17+ rows) unless Options.FP32Logits. Its sums are fp32
-// either way; fp16 halves the 25.7 MB of fp32 logits a step of 128 rows
-// writes and the sampler reads (the LM head is near its traffic floor).
+// where the LM head is cuBLASLt's (17+ rows by default, every step without
+// the GEMV kernels) unless Options.FP32Logits. Its sums are fp32 either way;
+// fp16 halves the 25.7 MB of fp32 logits a step of 128 rows writes and the
+// sampler reads (the LM head is near its traffic floor).
 func (d *Device) halfLogits(M int) bool { return !d.useGemv(M) && !d.opts.FP32Logits }
 
 // lmheadGemm is cuBLASLt's LM head over rows rows of act.lnf (a gemmRows
