@@ -305,25 +305,6 @@ __device__ __forceinline__ void wg_mma(float* acc, uint32_t x0, uint32_t xs, uin
     for (int i = 0; i < BN / 2; i++) asm volatile("" : "+f"(acc[i])::"memory");
 }
 
-// Grid (ceil(M / 64), OC / BN, S) in clusters of (1, C, 1) (C = 1, 2 or 4:
-// the blocks of a cluster share their x rows), 128 threads, KT * (64 + BN) *
-// 128 + 1024 bytes of dynamic shared memory (wgSmem). tx maps x (rows x S K,
-// box 64 x 64 halves), tw maps W (OC x S K, box WG_WBOX x 64); both are
-// CUtensorMaps passed by value (__grid_constant__: the TMA reads them in
-// parameter memory). K (a slice's) is a multiple of 64, at most WG_MAX_KT
-// tiles; OC a multiple of BN * C; x's map covers every row of the last
-// tile. S > 1 (the residual epilogue only) splits K: block z takes columns
-// z K .. (z + 1) K - 1 of x and W and adds its sums into out (wg_store).
-// KIND: WG_PLAIN (S = 1), or WG_SPLIT. Separate kernels, so the plain one
-// keeps its registers and code: one kernel with the split epilogue (and a
-// LayerNorm stage that was tried, NOTES.md) as runtime branches took 60 ->
-// 140 registers for BN 32 and every projection ~2 us longer in a chain.
-//
-// Each block of a cluster fetches every C-th k tile of the x rows and the
-// TMA multicasts it to all C (one L2 read instead of C: the column tiles
-// all want the same x lines at the same moment, and L2 serves lines that
-// many blocks ask for at once slowly, NOTES.md). The device launches C = 1
-// by default (gemm_wg.go, SetWgmmaCluster); 2 and 4 remain for A/Bs.
 // wg_ln_rest: a LayerNorm fold tile once its x boxes are asked for, the
 // part gemm_wg_impl's WG_LN kind and gemm_wg_pair's phases share: the
 // epilogue's inputs (the stats epilogue takes bias32 and the prior values
@@ -343,6 +324,26 @@ __device__ __forceinline__ void wg_ln_rest(uint32_t x0, uint32_t xstride, uint32
     wg_store_ln<BN>(acc, ep, ln, m0, n0, out, ldo, M, mode, stats, x16, OC);
 }
 
+// Grid (ceil(M / 64), OC / BN, S) in clusters of (1, C, 1) (C = 1, 2 or 4:
+// the blocks of a cluster share their x rows), 128 threads, KT * (64 + BN) *
+// 128 + 1024 bytes of dynamic shared memory (wgSmem). tx maps x (rows x S K,
+// box 64 x 64 halves), tw maps W (OC x S K, box WG_WBOX x 64); both are
+// CUtensorMaps passed by value (__grid_constant__: the TMA reads them in
+// parameter memory). K (a slice's) is a multiple of 64, at most WG_MAX_KT
+// tiles; OC a multiple of BN * C; x's map covers every row of the last
+// tile. S > 1 (the residual epilogue only) splits K: block z takes columns
+// z K .. (z + 1) K - 1 of x and W and adds its sums into out (wg_store).
+// KIND: WG_PLAIN (S = 1), WG_SPLIT, or WG_LN (S = 1, wg_ln_rest). Separate
+// kernels, so the plain one keeps its registers and code: one kernel with
+// the split epilogue (and a LayerNorm stage that was tried, NOTES.md) as
+// runtime branches took 60 -> 140 registers for BN 32 and every projection
+// ~2 us longer in a chain.
+//
+// Each block of a cluster fetches every C-th k tile of the x rows and the
+// TMA multicasts it to all C (one L2 read instead of C: the column tiles
+// all want the same x lines at the same moment, and L2 serves lines that
+// many blocks ask for at once slowly, NOTES.md). The device launches C = 1
+// by default (gemm_wg.go, SetWgmmaCluster); 2 and 4 remain for A/Bs.
 #define WG_PLAIN 0
 #define WG_SPLIT 1
 #define WG_LN 2  // K in one slice, the LayerNorm fold's epilogues (modes WG_RESIDUAL_LNSTATS, WG_OUT16_LNFOLD_GELU)
