@@ -308,10 +308,20 @@ func (d *Device) pairShape(N int) (bnB, grid int, ok bool) {
 		return 0, 0, false
 	}
 	bnA, bnB := wgTileN(d.g.smCount, N, C), wgTileN(d.g.smCount, N, 4*C)
-	rowTiles := ceilDiv(N, wgTileM)
-	grid = max(rowTiles*C/max(bnA, 1), rowTiles*4*C/max(bnB, 1))
-	ok = bnA == wgPairTileA && bnB != 0 && grid <= d.g.smCount && rowTiles*wgTileM <= d.opts.MaxStepTokens
+	if bnA != wgPairTileA || bnB == 0 {
+		return 0, 0, false
+	}
+	grid = wgPairGrid(N, C, bnB)
+	ok = grid <= d.g.smCount && ceilDiv(N, wgTileM)*wgTileM <= d.opts.MaxStepTokens
 	return bnB, grid, ok
+}
+
+// wgPairGrid is gemm_wg_pair's block count for N rows of C channels, fc in
+// bnB-column tiles: a block for each tile of attproj or of fc, whichever
+// has more.
+func wgPairGrid(N, C, bnB int) int {
+	rowTiles := ceilDiv(N, wgTileM)
+	return rowTiles * max(C/wgPairTileA, 4*C/bnB)
 }
 
 // mpsPartitioned reports whether this process is an MPS client limited to

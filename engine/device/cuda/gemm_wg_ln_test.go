@@ -164,7 +164,7 @@ func runLNFoldCase(t *testing.T, g *gpu, r *rand.Rand, M, C int, eps float32, pa
 		args := wgPairArgs{maps: [4]uintptr{uintptr(maps[0]), uintptr(maps[1]), uintptr(maps[2]), uintptr(maps[3])},
 			resid: dRes, fcOut: dFC, biasA: dBp, gammaA: dGamma, sB: dS, bB: dBprime,
 			stats: stats, x16: dX16, counter: upload(t, g, []uint32{0}), eps: eps}
-		if err := g.wgPairGemm(bnF, ceilDiv(M, wgTileM)*max(C/bnP, OC/bnF), M, C, args); err != nil {
+		if err := g.wgPairGemm(bnF, wgPairGrid(M, C, bnF), M, C, args); err != nil {
 			t.Fatal(err)
 		}
 	} else {
