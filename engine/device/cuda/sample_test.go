@@ -44,19 +44,21 @@ func sampleRowsGPU(t *testing.T, g *gpu, logits []float32, ld, V int, ps []sampl
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { g.drv.hostFree(hostPtr) })
-	keys, kernel, rows := devPtr(0), g.kernel("sample_rows"), upload(t, g, logits)
-	switch in {
-	case logitsF32Tiled:
+	kernel, rows, keys := g.kernel("sample_rows"), devPtr(0), devPtr(0)
+	if in == logitsF16 {
+		if h := roundF16(logits); !slices.EqualFunc(h, logits, func(a, b float32) bool { return a == b || a != a && b != b }) {
+			t.Fatal("sampleRowsGPU: fp16 logits must be fp16-exact (roundF16)")
+		}
+		kernel, rows = g.kernel("sample_rows_h"), upload(t, g, toF16(logits))
+	} else {
+		rows = upload(t, g, logits)
+	}
+	if in == logitsF32Tiled {
 		nrows, n := M, ld
 		if ld == 0 {
 			nrows, n = 1, len(logits)
 		}
 		keys = upload(t, g, hostTileKeys(logits, nrows, n))
-	case logitsF16:
-		if h := roundF16(logits); !slices.EqualFunc(h, logits, func(a, b float32) bool { return a == b || a != a && b != b }) {
-			t.Fatal("sampleRowsGPU: fp16 logits must be fp16-exact (roundF16)")
-		}
-		kernel, rows = g.kernel("sample_rows_h"), upload(t, g, toF16(logits))
 	}
 	if err := g.launch(kernel, M, 1, 1, 1024, 0, argPtr(outTok), argPtr(rows),
 		argInt(ld), argInt(V), argPtr(upload(t, g, temp)), argPtr(upload(t, g, topK)), argPtr(upload(t, g, topP)),
