@@ -42,12 +42,13 @@ func (d *Device) forward(p *stepPlan) error {
 	}
 	// The LayerNorm fold's row statistics start at zero; attproj's blocks
 	// add into them (and gemm_wg_pair's blocks count through its barrier).
+	// The encoder clears them, so no memset node stands before it on every
+	// step's critical path.
 	fold := d.lnFold(N)
 	pairBN, pairGrid, pair := d.pairShape(N) // the folded attproj and fc as one grid
+	nzero := 0
 	if fold {
-		if err := g.drv.memsetD32Async(a.lnStats, 0, lnStatsWords(L, N), g.stream); err != nil {
-			return err
-		}
+		nzero = lnStatsWords(L, N)
 	}
 	// The step's first kernel follows the inputs' host-to-device copy, not a
 	// kernel: it launches without programmatic dependent launch. It also
@@ -56,7 +57,7 @@ func (d *Device) forward(p *stepPlan) error {
 	g.pdl = false
 	err := g.launch(d.kEncoder, ceilDiv(N*C, 256), 1, 1, 256, 0,
 		argPtr(a.residual), argPtr(p.in(lay.tokens)), argPtr(a.outTok), argPtr(p.in(lay.srcRows)), argPtr(p.in(lay.pos)),
-		argPtr(d.w.wte), argPtr(d.w.wpe), argInt(N), argInt(C))
+		argPtr(d.w.wte), argPtr(d.w.wpe), argInt(N), argInt(C), argPtr(a.lnStats), argInt(nzero))
 	g.pdl = pdl
 	if err != nil {
 		return err

@@ -80,10 +80,24 @@ func TestEncoderKernel(t *testing.T) {
 		}
 	}
 	out := devBuf(t, g, 4*N*C)
+	// The words to clear outnumber the threads, so each thread clears
+	// several; the one past them must keep its value.
+	nzero := 3*N*C + 5
+	poison := make([]uint32, nzero+1)
+	for i := range poison {
+		poison[i] = 0xdeadbeef
+	}
+	zero := upload(t, g, poison)
 	if err := g.launch(g.kernel("encoder_forward"), ceilDiv(N*C, 256), 1, 1, 256, 0, argPtr(out), argPtr(upload(t, g, tokens)),
 		argPtr(upload(t, g, prevOut)), argPtr(upload(t, g, srcRows)), argPtr(upload(t, g, pos)), argPtr(upload(t, g, toF16(wte))),
-		argPtr(upload(t, g, toF16(wpe))), argInt(N), argInt(C)); err != nil {
+		argPtr(upload(t, g, toF16(wpe))), argInt(N), argInt(C), argPtr(zero), argInt(nzero)); err != nil {
 		t.Fatal(err)
+	}
+	cleared := download[uint32](t, g, zero, nzero+1)
+	for i, v := range cleared {
+		if want := map[bool]uint32{true: 0, false: 0xdeadbeef}[i < nzero]; v != want {
+			t.Fatalf("zero[%d] = %#x, want %#x (nzero %d)", i, v, want, nzero)
+		}
 	}
 	got := download[float32](t, g, out, N*C)
 	for i := 0; i < N; i++ {
