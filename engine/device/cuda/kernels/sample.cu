@@ -37,7 +37,9 @@ static_assert(NWARPS == 32, "the argmax reduction gives warp 0 a lane per warp")
 // weight is rule 3 exactly as sampler.go computes it: the difference in
 // float32, the exponential in float64, rounded to float32; NaN counts as 0.
 __device__ __forceinline__ float weight(float l, float m, double T) {
-    float w = (float)exp((double)(l - m) / T);
+    const float d = l - m;
+    if (d == 0.f) return 1.f;  // exp(0 / T) exactly, without float64 division's slow path for a zero dividend
+    float w = (float)exp((double)d / T);
     return w != w ? 0.f : w;
 }
 
@@ -72,6 +74,8 @@ struct Scratch {
     float cl[COMPACT_MAX];
     float cw[COMPACT_MAX];
 };
+
+static_assert(MAX_V / 32 >= 2 * COMPACT_MAX, "fast_top_k keeps two words a candidate in Scratch::cand");
 
 __device__ __forceinline__ bool bit(const uint32_t* m, int i) { return (m[i >> 5] >> (i & 31)) & 1u; }
 
@@ -161,6 +165,55 @@ __device__ __forceinline__ void scan_row(const R& x, int V, bool vec4, F f, int 
             if (i < V && i != skip) f(i, v[u]);
         }
     }
+}
+
+// oct_reaches says whether 8 packed fp16 logits hold one >= th (th2: th in
+// both halves): three packed maxima and a packed compare. NaN never reaches
+// (max.f16x2 drops a NaN operand, a compare with NaN is false).
+__device__ __forceinline__ bool oct_reaches(uint4 v, uint32_t th2) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+    return true;  // no max.f16x2 before sm_80: every group is read id by id
+#else
+    uint32_t hit;
+    asm("{\n\t.reg .b32 a, b;\n\t.reg .pred p, q;\n\t"
+        "max.f16x2 a, %1, %2;\n\tmax.f16x2 b, %3, %4;\n\tmax.f16x2 a, a, b;\n\t"
+        "setp.ge.f16x2 p|q, a, %5;\n\tor.pred p, p, q;\n\tselp.u32 %0, 1, 0, p;\n\t}"
+        : "=r"(hit)
+        : "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(th2));
+    return hit != 0;
+#endif
+}
+
+// scan_row_reaching calls f(i, x[i]) for this thread's ids of an fp16 row
+// (16-byte aligned, V ids) in every group of 8 consecutive ids that holds a
+// logit >= th, ascending; th2 is th in both halves. With th at or below the
+// top-k bound, f sees every id that reaches the bound and makes the exact
+// test itself. One packed test per 8 ids instead of a compare and a branch
+// per id: the second pass over the row cost more than the first (6.6 us
+// against 4.8 at batch 128, NOTES.md, twenty-fifth session).
+template <typename F>
+__device__ __forceinline__ void scan_row_reaching(const half_t* x, int V, uint32_t th2, F f) {
+    const int n8 = V / 8;
+    const uint4* p = reinterpret_cast<const uint4*>(x);
+    for (int b = threadIdx.x; b < n8; b += 4 * SAMPLE_THREADS) {
+        uint4 v[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const int j = b + u * SAMPLE_THREADS;
+            v[u] = j < n8 ? p[j] : make_uint4(0u, 0u, 0u, 0u);
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const int j = b + u * SAMPLE_THREADS;
+            if (j < n8 && oct_reaches(v[u], th2)) {
+                float e[8];
+                unpack8(v[u], e);
+#pragma unroll
+                for (int c = 0; c < 8; c++) f(8 * j + c, e[c]);
+            }
+        }
+    }
+    for (int i = 8 * n8 + threadIdx.x; i < V; i += SAMPLE_THREADS) f(i, h2f(x[i]));
 }
 
 // block_scan returns the sum of v over lower threads and sets *total to the
@@ -351,7 +404,7 @@ __device__ void mark_ids(Scratch& sm, uint32_t* out, int V, KeyF keyf, Above abo
 // false (nothing written) when more than FAST_CAP ids reach tau, or (tau
 // not a bound after all) fewer than K.
 template <typename Scan>
-__device__ bool fast_top_k(Scratch& sm, Scan scan, int banned, int K, uint32_t tau) {
+__device__ bool fast_top_k(Scratch& sm, Scan scan, int banned, int K, uint32_t tau, float m, double T) {
     if (threadIdx.x == 0) sm.ncand = 0;
     __syncthreads();
     // key >= tau as a float compare, one instruction an id: float_key is
@@ -371,10 +424,13 @@ __device__ bool fast_top_k(Scratch& sm, Scan scan, int banned, int K, uint32_t t
     const int n = sm.ncand;
     if (n > FAST_CAP || n < K) return false;  // uniform: every thread read the same count
     // Rank = packs above this one: ids ordered before it by (key desc, id
-    // asc), one 64-bit compare each. The top K go to their rank's slot of
-    // sel (sm.cw's space, free until rule 3), so that placing them in id
-    // order takes K compares each, not n.
-    int* sel = reinterpret_cast<int*>(sm.cw);
+    // asc), one 64-bit compare each. The top K leave their pack's halves in
+    // their rank's slots of top_lo / top_key (the general path's bitmap,
+    // unused here), so that placing them in id order takes K independent
+    // loads each: through an index into the packs, the placement was two
+    // dependent loads a step (NOTES.md, twenty-fifth session).
+    uint32_t* top_lo = sm.cand;
+    uint32_t* top_key = sm.cand + COMPACT_MAX;
 #pragma unroll
     for (int s = 0; s < FAST_CAP / SAMPLE_THREADS; s++) {
         const int j = threadIdx.x + s * SAMPLE_THREADS;
@@ -383,19 +439,23 @@ __device__ bool fast_top_k(Scratch& sm, Scan scan, int banned, int K, uint32_t t
             int rank = 0;
 #pragma unroll 8
             for (int q = 0; q < n; q++) rank += sm.u.pack[q] > pj ? 1 : 0;
-            if (rank < K) sel[rank] = j;
+            if (rank < K) top_lo[rank] = (uint32_t)pj, top_key[rank] = (uint32_t)(pj >> 32);
         }
     }
     __syncthreads();
     // Position among the top K in ascending id order (a larger pack's low
     // word, ~id, is larger for a lower id).
     if (threadIdx.x < K) {
-        const unsigned long long pj = sm.u.pack[sel[threadIdx.x]];
-        const uint32_t nj = (uint32_t)pj;
+        const uint32_t nj = top_lo[threadIdx.x];
         int pos = 0;
-        for (int q = 0; q < K; q++) pos += (uint32_t)sm.u.pack[sel[q]] > nj ? 1 : 0;
+#pragma unroll 8
+        for (int q = 0; q < K; q++) pos += top_lo[q] > nj ? 1 : 0;
+        const float l = key_float(top_key[threadIdx.x]);
         sm.cid[pos] = (int)(0xffffffffu - nj);
-        sm.cl[pos] = key_float((uint32_t)(pj >> 32));
+        sm.cl[pos] = l;
+        // Rule 3 here, K threads at once, rather than in the draw's one warp
+        // (2.7 us there at batch 128: float64 exp and division on one warp).
+        sm.cw[pos] = weight(l, m, T);
     }
     __syncthreads();
     return true;
@@ -405,12 +465,17 @@ __device__ bool fast_top_k(Scratch& sm, Scan scan, int banned, int K, uint32_t t
 // sm.cl, ascending id) in warp 0 alone, lane l holding candidates l and
 // l + 32: the usual top_k (50) needs no block barrier after compaction. u is
 // the request's coin. Returns the drawn id, or -1 (no draw: the argmax).
-__device__ int draw_compact_warp(Scratch& sm, int n, float max_logit, double T, float P, double u) {
+__device__ int draw_compact_warp(Scratch& sm, int n, float max_logit, double T, float P, double u, bool weighted) {
     const int lane = threadIdx.x;
     const bool in0 = lane < n, in1 = lane + 32 < n;
-    const float w0 = in0 ? weight(sm.cl[lane], max_logit, T) : 0.f;  // rule 3
-    const float w1 = in1 ? weight(sm.cl[lane + 32], max_logit, T) : 0.f;
-    sm.cw[lane] = w0, sm.cw[lane + 32] = w1;
+    float w0, w1;  // rule 3, unless fast_top_k left the weights in sm.cw
+    if (weighted) {
+        w0 = in0 ? sm.cw[lane] : 0.f, w1 = in1 ? sm.cw[lane + 32] : 0.f;
+    } else {
+        w0 = in0 ? weight(sm.cl[lane], max_logit, T) : 0.f;
+        w1 = in1 ? weight(sm.cl[lane + 32], max_logit, T) : 0.f;
+        sm.cw[lane] = w0, sm.cw[lane + 32] = w1;
+    }
     double Z = (double)w0 + (double)w1;
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) Z += __shfl_xor_sync(0xffffffffu, Z, o);
@@ -422,6 +487,7 @@ __device__ int draw_compact_warp(Scratch& sm, int n, float max_logit, double T, 
     if (P < 1.f) {
         const double need = (double)P * Z;
         double a0 = 0.0, a1 = 0.0;
+#pragma unroll 8
         for (int k = 0; k < n; k++) {
             const float wk = sm.cw[k];
             if (wk > w0 || (wk == w0 && k < lane)) a0 += (double)wk;
@@ -477,6 +543,7 @@ __device__ __forceinline__ void sample_rows_impl(int* out_tok, const E* logits, 
     const int K = top_k[r];
     const float P = top_p[r];
     const uint64_t seed = ((uint64_t)seed_hi[r] << 32) | seed_lo[r];
+    const int draw_index = index[r];  // read now: at the draw its load was on the one-warp tail
 
     // Rule 1 (and the fallback): argmax, ties to the lowest id, never banned.
     // A candidate is packed as (key, ~position) so the largest pack is the
@@ -556,15 +623,29 @@ __device__ __forceinline__ void sample_rows_impl(int* out_tok, const E* logits, 
         const bool use_k = K > 0 && K < ncand_all;
         const double Td = (double)T;
         // Rule 2: candidates in sm.cid/sm.cl (compact, n of them) or in the bitmap sm.cand.
-        bool compact = false;
+        bool compact = false, weighted = false;  // weighted: sm.cw holds rule 3's weights
         int n = 0;
         if (use_k && K <= COMPACT_MAX) {
             const uint32_t tau = kth_bound(sm, my_key, K);
             // The ids reaching tau: in tiled rows only the tiles whose
-            // maximum reaches it (about K of them) are read.
+            // maximum reaches it (about K of them) are read; fp16 rows are
+            // tested 8 ids at a time against th, the bound rounded down to
+            // fp16 (-inf below its range), so that no id reaching the bound
+            // is skipped. A bound at or below -inf's key takes every id, NaN
+            // too: the plain scan.
+            const bool filter = sizeof(E) == 2 && ld % 8 == 0 && vec4 && tau > float_key(NEG_INF);
+            uint32_t th2 = 0;
+            if (filter) {
+                half_t th;
+                asm("cvt.rm.f16.f32 %0, %1;" : "=h"(th) : "f"(key_float(tau)));
+                th2 = (uint32_t)th | ((uint32_t)th << 16);
+            }
             auto scan = [&](auto f) {
                 if (!tiled) {
-                    scan_row(x, V, vec4, f);
+                    if (filter)
+                        scan_row_reaching(reinterpret_cast<const half_t*>(x.x), V, th2, f);
+                    else
+                        scan_row(x, V, vec4, f);
                     return;
                 }
 #pragma unroll
@@ -580,7 +661,7 @@ __device__ __forceinline__ void sample_rows_impl(int* out_tok, const E* logits, 
                         if (8 * t + e < V) f(8 * t + e, v[e]);
                 }
             };
-            if (fast_top_k(sm, scan, banned, K, tau)) compact = true, n = K;
+            if (fast_top_k(sm, scan, banned, K, tau, max_logit, Td)) compact = weighted = true, n = K;
         }
         auto logit_key = [&](int i) { return float_key(finite_or_neginf(x.at(i))); };
         if (!compact) {
@@ -626,12 +707,12 @@ __device__ __forceinline__ void sample_rows_impl(int* out_tok, const E* logits, 
             }
         }
         if (compact && n <= 64) {
-            if (threadIdx.x < 32) token = draw_compact_warp(sm, n, max_logit, Td, P, coin(seed, index[r]));
+            if (threadIdx.x < 32) token = draw_compact_warp(sm, n, max_logit, Td, P, coin(seed, draw_index), weighted);
         } else if (compact) {
             // Rule 3.
             double zl = 0.0;
             for (int j = threadIdx.x; j < n; j += blockDim.x) {
-                sm.cw[j] = weight(sm.cl[j], max_logit, Td);
+                if (!weighted) sm.cw[j] = weight(sm.cl[j], max_logit, Td);
                 zl += (double)sm.cw[j];
             }
             double Z;
@@ -654,7 +735,7 @@ __device__ __forceinline__ void sample_rows_impl(int* out_tok, const E* logits, 
                 double wk = kept ? (double)sm.cw[j] : 0.0;
                 double S;
                 double before = block_scan_double(sm, wk, &S);
-                const double target = coin(seed, index[r]) * S;
+                const double target = coin(seed, draw_index) * S;
                 if (threadIdx.x == 0) sm.bi[0] = NO_ID, sm.bi[1] = -1;
                 __syncthreads();
                 if (kept && wk > 0.0) {
@@ -738,7 +819,7 @@ __device__ __forceinline__ void sample_rows_impl(int* out_tok, const E* logits, 
                 for (int i = threadIdx.x; i < V; i += blockDim.x)
                     if (bit(kept, i)) S += (double)w_of(i);
                 block_scan_double(sm, S, &S);
-                const double target = coin(seed, index[r]) * S;
+                const double target = coin(seed, draw_index) * S;
                 double run = 0.0;
                 int found_id = -1, last_id = -1;
                 for (int base = 0; base < V && found_id < 0; base += SAMPLE_THREADS) {
