@@ -462,20 +462,14 @@ __device__ bool fast_top_k(Scratch& sm, Scan scan, int banned, int K, uint32_t t
 }
 
 // draw_compact_warp runs rules 3-5 on n <= 64 compacted candidates (sm.cid /
-// sm.cl, ascending id) in warp 0 alone, lane l holding candidates l and
-// l + 32: the usual top_k (50) needs no block barrier after compaction. u is
-// the request's coin. Returns the drawn id, or -1 (no draw: the argmax).
-__device__ int draw_compact_warp(Scratch& sm, int n, float max_logit, double T, float P, double u, bool weighted) {
+// sm.cl, ascending id, with rule 3's weights in sm.cw) in warp 0 alone, lane
+// l holding candidates l and l + 32: the usual top_k (50) needs no block
+// barrier after compaction. u is the request's coin. Returns the drawn id,
+// or -1 (no draw: the argmax).
+__device__ int draw_compact_warp(Scratch& sm, int n, float P, double u) {
     const int lane = threadIdx.x;
     const bool in0 = lane < n, in1 = lane + 32 < n;
-    float w0, w1;  // rule 3, unless fast_top_k left the weights in sm.cw
-    if (weighted) {
-        w0 = in0 ? sm.cw[lane] : 0.f, w1 = in1 ? sm.cw[lane + 32] : 0.f;
-    } else {
-        w0 = in0 ? weight(sm.cl[lane], max_logit, T) : 0.f;
-        w1 = in1 ? weight(sm.cl[lane + 32], max_logit, T) : 0.f;
-        sm.cw[lane] = w0, sm.cw[lane + 32] = w1;
-    }
+    const float w0 = in0 ? sm.cw[lane] : 0.f, w1 = in1 ? sm.cw[lane + 32] : 0.f;
     double Z = (double)w0 + (double)w1;
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) Z += __shfl_xor_sync(0xffffffffu, Z, o);
@@ -622,8 +616,9 @@ __device__ __forceinline__ void sample_rows_impl(int* out_tok, const E* logits, 
         const int ncand_all = V - (banned >= 0 ? 1 : 0);
         const bool use_k = K > 0 && K < ncand_all;
         const double Td = (double)T;
-        // Rule 2: candidates in sm.cid/sm.cl (compact, n of them) or in the bitmap sm.cand.
-        bool compact = false, weighted = false;  // weighted: sm.cw holds rule 3's weights
+        // Rule 2: candidates in sm.cid/sm.cl with rule 3's weights in sm.cw
+        // (compact, n of them) or in the bitmap sm.cand.
+        bool compact = false;
         int n = 0;
         if (use_k && K <= COMPACT_MAX) {
             const uint32_t tau = kth_bound(sm, my_key, K);
@@ -661,7 +656,7 @@ __device__ __forceinline__ void sample_rows_impl(int* out_tok, const E* logits, 
                         if (8 * t + e < V) f(8 * t + e, v[e]);
                 }
             };
-            if (fast_top_k(sm, scan, banned, K, tau, max_logit, Td)) compact = weighted = true, n = K;
+            if (fast_top_k(sm, scan, banned, K, tau, max_logit, Td)) compact = true, n = K;
         }
         auto logit_key = [&](int i) { return float_key(finite_or_neginf(x.at(i))); };
         if (!compact) {
@@ -699,6 +694,7 @@ __device__ __forceinline__ void sample_rows_impl(int* out_tok, const E* logits, 
                         int id = w * 32 + b;
                         sm.cid[pos] = id;
                         sm.cl[pos] = finite_or_neginf(x.at(id));
+                        sm.cw[pos] = weight(sm.cl[pos], max_logit, Td);
                         pos++;
                     }
                 }
@@ -707,14 +703,11 @@ __device__ __forceinline__ void sample_rows_impl(int* out_tok, const E* logits, 
             }
         }
         if (compact && n <= 64) {
-            if (threadIdx.x < 32) token = draw_compact_warp(sm, n, max_logit, Td, P, coin(seed, draw_index), weighted);
+            if (threadIdx.x < 32) token = draw_compact_warp(sm, n, P, coin(seed, draw_index));
         } else if (compact) {
-            // Rule 3.
+            // Rule 3's sum (the weights are in sm.cw).
             double zl = 0.0;
-            for (int j = threadIdx.x; j < n; j += blockDim.x) {
-                if (!weighted) sm.cw[j] = weight(sm.cl[j], max_logit, Td);
-                zl += (double)sm.cw[j];
-            }
+            for (int j = threadIdx.x; j < n; j += blockDim.x) zl += (double)sm.cw[j];
             double Z;
             block_scan_double(sm, zl, &Z);
             if (Z > 0.0 && Z <= 1.7976931348623157e308) {
