@@ -13,8 +13,10 @@ const (
 	SafetensorsFile = "model.safetensors"
 )
 
-// LoadCheckpoint reads an HF GPT-2 directory (config.json + model.safetensors)
-// into fp32 weights. Tokenizer files in the directory are not its concern.
+// LoadCheckpoint reads an HF checkpoint directory (config.json +
+// model.safetensors) of any registered family, chosen by config.json's
+// model_type, into fp32 weights in the canonical layout. Tokenizer files in
+// the directory are not its concern.
 func LoadCheckpoint(dir string) (*Weights, error) {
 	cfg, err := ReadConfig(filepath.Join(dir, ConfigFile))
 	if err != nil {
@@ -56,13 +58,13 @@ func ReadSafetensors(file []byte, w *Weights) error {
 	return nil
 }
 
-// WriteCheckpoint writes dir/config.json and dir/model.safetensors (HF GPT-2
-// naming without the "transformer." prefix, like the published gpt2
-// checkpoint; lm_head omitted because it is tied to wte) so that
-// transformers' GPT2LMHeadModel.from_pretrained(dir) loads the same model.
-// cfg must be w's config; it is passed so the call site says what it writes.
+// WriteCheckpoint writes dir/config.json and dir/model.safetensors in the
+// names and layout of w's family (for GPT-2: GPT2Model's names, Conv1D
+// matrices, lm_head omitted because it is tied to wte) so that
+// transformers' from_pretrained(dir) loads the same model. cfg must be w's
+// config; it is passed so the call site says what it writes.
 func WriteCheckpoint(dir string, cfg Config, w *Weights, dtype DType) error {
-	if cfg != w.Config {
+	if cfg.Complete() != w.Config {
 		return fmt.Errorf("model: WriteCheckpoint: config %+v differs from the weights' %+v", cfg, w.Config)
 	}
 	if !dtype.valid() {
@@ -71,8 +73,8 @@ func WriteCheckpoint(dir string, cfg Config, w *Weights, dtype DType) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("model: create %s: %w", dir, err)
 	}
-	if err := writeSafetensors(filepath.Join(dir, SafetensorsFile), w.Tensors(), dtype); err != nil {
+	if err := writeSafetensors(filepath.Join(dir, SafetensorsFile), fileTensors(w), dtype); err != nil {
 		return err
 	}
-	return WriteConfig(filepath.Join(dir, ConfigFile), cfg, dtype.torchName())
+	return WriteConfig(filepath.Join(dir, ConfigFile), w.Config, dtype.torchName())
 }

@@ -31,6 +31,13 @@ func TestPresetsValidate(t *testing.T) {
 	}
 }
 
+// gpt2Config is a complete GPT-2 config: one head of C/NH per head, an MLP
+// of 4C, epsilon 1e-5.
+func gpt2Config(L, NH, C, maxT, V int, eos int32) Config {
+	return Config{Family: "gpt2", NumLayers: L, NumHeads: NH, NumKVHeads: NH, HeadDim: C / NH, Channels: C,
+		Intermediate: 4 * C, MaxSeqLen: maxT, VocabSize: V, LayerNormEpsilon: 1e-5, EOSTokenID: eos}
+}
+
 func TestParseConfig(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -39,12 +46,12 @@ func TestParseConfig(t *testing.T) {
 		wantErr string
 	}{
 		{"defaults are GPT2Config's", `{"model_type":"gpt2"}`,
-			Config{12, 12, 768, 1024, 50257, 1e-5, 50256}, ""},
+			gpt2Config(12, 12, 768, 1024, 50257, 50256), ""},
 		{"explicit sizes", `{"n_layer":2,"n_head":1,"n_embd":64,"n_positions":1024,"vocab_size":50257,"layer_norm_epsilon":1e-5,"n_inner":null,"activation_function":"gelu_new"}`,
-			Config{2, 1, 64, 1024, 50257, 1e-5, 50256}, ""},
+			gpt2Config(2, 1, 64, 1024, 50257, 50256), ""},
 		{"old n_ctx key", `{"n_ctx":512,"n_layer":1,"n_head":1,"n_embd":8,"vocab_size":10,"eos_token_id":9}`,
-			Config{1, 1, 8, 512, 10, 1e-5, 9}, ""},
-		{"other model type", `{"model_type":"llama"}`, Config{}, "model_type"},
+			gpt2Config(1, 1, 8, 512, 10, 9), ""},
+		{"other model type", `{"model_type":"llama"}`, Config{}, `model_type "llama" is not supported (supported: [gpt2])`},
 		{"relu", `{"activation_function":"relu"}`, Config{}, "activation_function"},
 		{"n_inner", `{"n_inner":100}`, Config{}, "n_inner"},
 		{"untied", `{"tie_word_embeddings":false}`, Config{}, "tie_word_embeddings"},

@@ -4,62 +4,66 @@ import (
 	"hash/fnv"
 	"math"
 	"runtime"
-	"strings"
 	"sync"
+
+	"github.com/roseinfer/roseinfer/engine/model/arch"
 )
 
-// InitRandom returns weights drawn like Hugging Face initialises a fresh
-// GPT2LMHeadModel (GPT2PreTrainedModel._init_weights), with one deliberate
-// difference:
+// InitRandom returns random weights drawn as c's family says
+// (arch.Family.InitRandom: GPT-2's follows Hugging Face's initialisation).
 //
-//   - wte, wpe, c_attn and c_fc weights: normal, std 0.02 (initializer_range);
-//   - attn.c_proj and mlp.c_proj weights: normal, std 0.02/sqrt(2L) (GPT-2's
-//     scaling of residual projections);
-//   - difference: HF sets layer-norm weights to 1 and every bias to 0. Here
-//     layer-norm weights are 1 + 0.1·N(0,1) and all biases (layer-norm and
-//     linear) 0.05·N(0,1), so that a forward which drops a bias, swaps the
-//     q/k/v split or skips a layer-norm scale disagrees with HF's and the
-//     golden tests catch it.
-//
-// The result is a pure function of (cfg, seed): element i of tensor "name" is
-// drawn from a counter-based generator keyed by (seed, name, i), independent of
-// goroutine scheduling, platform and Go version (math.Log/Sincos can differ in
-// the last bit across architectures, far below any test tolerance).
+// The result is a pure function of (cfg, seed): element i of checkpoint
+// tensor "name", counted in the file's layout, is drawn from a
+// counter-based generator keyed by (seed, name, i), independent of
+// goroutine scheduling, platform and Go version (math.Log/Sincos can differ
+// in the last bit across architectures, far below any test tolerance), and
+// of the canonical layout in memory.
 func InitRandom(cfg Config, seed uint64) (*Weights, error) {
 	w, err := NewWeights(cfg)
 	if err != nil {
 		return nil, err
 	}
-	projStd := 0.02 / math.Sqrt(2*float64(cfg.NumLayers))
+	f, _ := arch.Lookup(w.Config.Family)
+	// A job fills elements [first, last) of one tensor. A tensor the file
+	// stores transposed is one job, drawn in file layout into the worker's
+	// scratch and then transposed into place.
 	type job struct {
-		data        []float32
+		ft          *fileTensor
 		key         uint64
 		mean, std   float64
 		first, last int // element range, even-aligned
 	}
 	const chunk = 1 << 20
 	var jobs []job
-	for _, t := range w.Tensors() {
-		mean, std := 0.0, 0.02
-		switch {
-		case strings.HasSuffix(t.Name, "c_proj.weight"):
-			std = projStd
-		case strings.Contains(t.Name, "ln_") && strings.HasSuffix(t.Name, ".weight"):
-			mean, std = 1, 0.1
-		case strings.HasSuffix(t.Name, ".bias"):
-			std = 0.05
+	fts := fileTensors(w)
+	for i := range fts {
+		ft := &fts[i]
+		mean, std := f.InitRandom(w.Config, ft.name)
+		key := tensorKey(seed, ft.name)
+		if ft.transposed {
+			jobs = append(jobs, job{ft, key, mean, std, 0, len(ft.data)})
+			continue
 		}
-		key := tensorKey(seed, t.Name)
-		for first := 0; first < len(t.Data); first += chunk {
-			jobs = append(jobs, job{t.Data, key, mean, std, first, min(first+chunk, len(t.Data))})
+		for first := 0; first < len(ft.data); first += chunk {
+			jobs = append(jobs, job{ft, key, mean, std, first, min(first+chunk, len(ft.data))})
 		}
 	}
 	var wg sync.WaitGroup
 	next := make(chan job)
 	for range runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
+			var scratch []float32
 			for j := range next {
-				fillNormal(j.data[j.first:j.last], j.first, j.key, j.mean, j.std)
+				if !j.ft.transposed {
+					fillNormal(j.ft.data[j.first:j.last], j.first, j.key, j.mean, j.std)
+					continue
+				}
+				if cap(scratch) < len(j.ft.data) {
+					scratch = make([]float32, len(j.ft.data))
+				}
+				src := scratch[:len(j.ft.data)]
+				fillNormal(src, 0, j.key, j.mean, j.std)
+				j.ft.load(src)
 			}
 		})
 	}

@@ -3,6 +3,8 @@ package model
 import (
 	"math"
 	"testing"
+
+	"github.com/roseinfer/roseinfer/engine/model/gpt2"
 )
 
 func TestInitRandomIsPure(t *testing.T) {
@@ -36,20 +38,27 @@ func TestInitRandomDistribution(t *testing.T) {
 		t.Fatal(err)
 	}
 	proj := 0.02 / math.Sqrt(2*float64(cfg.NumLayers))
+	tensor := func(name string) []float32 {
+		x, err := w.Tensor(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x.Data
+	}
 	tests := []struct {
 		name      string
 		data      []float32
 		mean, std float64
 	}{
-		{"wte", w.WTE, 0, 0.02},
-		{"wpe", w.WPE, 0, 0.02},
-		{"c_attn", w.QKVW, 0, 0.02},
-		{"c_fc", w.FCW, 0, 0.02},
-		{"attn.c_proj", w.AttProjW, 0, proj},
-		{"mlp.c_proj", w.FCProjW, 0, proj},
-		{"ln_1 weight", w.LN1W, 1, 0.1},
-		{"ln_f bias", w.LNFB, 0, 0.05},
-		{"c_fc bias", w.FCB, 0, 0.05},
+		{"wte", tensor(gpt2.WTE), 0, 0.02},
+		{"wpe", tensor(gpt2.WPE), 0, 0.02},
+		{"c_attn", tensor(gpt2.QKVW), 0, 0.02},
+		{"c_fc", tensor(gpt2.FCW), 0, 0.02},
+		{"attn.c_proj", tensor(gpt2.AttProjW), 0, proj},
+		{"mlp.c_proj", tensor(gpt2.FCProjW), 0, proj},
+		{"ln_1 weight", tensor(gpt2.LN1W), 1, 0.1},
+		{"ln_f bias", tensor(gpt2.LNFB), 0, 0.05},
+		{"c_fc bias", tensor(gpt2.FCB), 0, 0.05},
 	}
 	for _, tt := range tests {
 		var s, s2 float64

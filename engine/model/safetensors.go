@@ -22,6 +22,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/roseinfer/roseinfer/engine/model/arch"
 )
 
 // maxHeaderBytes bounds the JSON header so that a corrupt length cannot make
@@ -150,46 +152,56 @@ func checkCoverage(entries map[string]stEntry, bufLen int) error {
 	return nil
 }
 
-// ignoredTensor reports names that GPT-2 checkpoints may carry but the model
-// does not use: the causal-mask buffers and the LM head, which is tied to wte.
-func ignoredTensor(name string) bool {
-	return name == "lm_head.weight" || strings.HasSuffix(name, ".attn.bias") || strings.HasSuffix(name, ".attn.masked_bias")
-}
-
-// readSafetensors fills w from a safetensors file image. Names may carry the
-// "transformer." prefix (GPT2LMHeadModel's state_dict) or not (GPT2Model's,
-// like the published gpt2 checkpoint); F32, F16 and BF16 become fp32.
+// readSafetensors fills w from a safetensors file image, through its
+// family's checkpoint names (arch.Family.FileName says which names it
+// accepts and which it skips); F32, F16 and BF16 become fp32, and matrices
+// the file stores transposed are turned into the canonical layout.
 func readSafetensors(file []byte, w *Weights) error {
 	entries, buf, err := parseSafetensors(file)
 	if err != nil {
 		return err
 	}
+	f, err := arch.Lookup(w.Config.Family)
+	if err != nil {
+		return err
+	}
 	byName := make(map[string]stEntry, len(entries))
 	for name, e := range entries {
-		short := strings.TrimPrefix(name, "transformer.")
-		if ignoredTensor(short) {
+		short, ok := f.FileName(name)
+		if !ok {
 			continue
 		}
-		if _, dup := byName[short]; dup {
-			return fmt.Errorf("tensor %q appears both with and without the transformer. prefix", short)
+		if prev, dup := byName[short]; dup {
+			return fmt.Errorf("tensors %q and %q are both %q", prev.name, name, short)
 		}
 		byName[short] = e
 	}
-	for _, t := range w.Tensors() {
-		e, ok := byName[t.Name]
+	var scratch []float32
+	for _, ft := range fileTensors(w) {
+		e, ok := byName[ft.name]
 		if !ok {
-			return fmt.Errorf("missing tensor %q", t.Name)
+			return fmt.Errorf("missing tensor %q", ft.name)
 		}
-		delete(byName, t.Name)
-		if !equalShape(e.shape, t.Shape) {
-			return fmt.Errorf("tensor %q has shape %v, config wants %v", t.Name, e.shape, t.Shape)
+		delete(byName, ft.name)
+		if !equalShape(e.shape, ft.shape) {
+			return fmt.Errorf("tensor %q has shape %v, config wants %v", ft.name, e.shape, ft.shape)
 		}
-		if err := decodeInto(t.Data, e.dtype, buf[e.begin:e.end]); err != nil {
-			return fmt.Errorf("tensor %q: %w", t.Name, err)
+		dst := ft.data
+		if ft.transposed {
+			if cap(scratch) < len(ft.data) {
+				scratch = make([]float32, len(ft.data))
+			}
+			dst = scratch[:len(ft.data)]
+		}
+		if err := decodeInto(dst, e.dtype, buf[e.begin:e.end]); err != nil {
+			return fmt.Errorf("tensor %q: %w", ft.name, err)
+		}
+		if ft.transposed {
+			ft.load(dst)
 		}
 	}
 	for name := range byName {
-		return fmt.Errorf("unexpected tensor %q (not a GPT-2 parameter)", name)
+		return fmt.Errorf("unexpected tensor %q (not a %s parameter)", name, f.Title)
 	}
 	return nil
 }
@@ -227,9 +239,9 @@ func decodeInto(dst []float32, dtype string, src []byte) error {
 	return nil
 }
 
-// writeSafetensors streams tensors to path in the given dtype, in the order
-// given, through a temporary file and a rename.
-func writeSafetensors(path string, tensors []Tensor, dtype DType) (err error) {
+// writeSafetensors streams tensors to path in the given dtype and in their
+// file layout, in the order given, through a temporary file and a rename.
+func writeSafetensors(path string, tensors []fileTensor, dtype DType) (err error) {
 	header, err := safetensorsHeader(tensors, dtype)
 	if err != nil {
 		return err
@@ -254,8 +266,9 @@ func writeSafetensors(path string, tensors []Tensor, dtype DType) (err error) {
 	bw.Write(header)
 	// Encode in chunks: one bufio call per 16K values, not per value.
 	chunk := make([]byte, 0, 1<<16)
-	for _, t := range tensors {
-		for _, v := range t.Data {
+	var scratch []float32
+	for i := range tensors {
+		for _, v := range tensors[i].fileLayout(&scratch) {
 			switch dtype {
 			case FP32:
 				chunk = binary.LittleEndian.AppendUint32(chunk, math.Float32bits(v))
@@ -286,7 +299,7 @@ func writeSafetensors(path string, tensors []Tensor, dtype DType) (err error) {
 // safetensorsHeader builds the JSON header, keys in tensor order after
 // __metadata__ {"format": "pt"} (transformers refuses files without it),
 // padded with spaces to a multiple of 8 so the buffer starts aligned.
-func safetensorsHeader(tensors []Tensor, dtype DType) ([]byte, error) {
+func safetensorsHeader(tensors []fileTensor, dtype DType) ([]byte, error) {
 	if !dtype.valid() {
 		return nil, fmt.Errorf("model: invalid dtype %v", dtype)
 	}
@@ -295,15 +308,15 @@ func safetensorsHeader(tensors []Tensor, dtype DType) ([]byte, error) {
 	off := 0
 	for _, t := range tensors {
 		numel := 1
-		for _, d := range t.Shape {
+		for _, d := range t.shape {
 			numel *= d
 		}
-		if numel != len(t.Data) {
-			return nil, fmt.Errorf("model: tensor %q has %d values for shape %v", t.Name, len(t.Data), t.Shape)
+		if numel != len(t.data) {
+			return nil, fmt.Errorf("model: tensor %q has %d values for shape %v", t.name, len(t.data), t.shape)
 		}
-		name, _ := json.Marshal(t.Name)
-		dims := make([]string, len(t.Shape))
-		for i, d := range t.Shape {
+		name, _ := json.Marshal(t.name)
+		dims := make([]string, len(t.shape))
+		for i, d := range t.shape {
 			dims[i] = strconv.Itoa(d)
 		}
 		end := off + numel*dtype.size()

@@ -98,15 +98,17 @@ func withHeader(header, buf []byte) []byte {
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
-// tensorRows encodes w's tensors as F32 rows, optionally renaming them.
+// tensorRows encodes w's tensors as F32 rows in file layout, optionally
+// renaming them.
 func tensorRows(w *Weights, rename func(string) string) []stRow {
 	var rows []stRow
-	for _, t := range w.Tensors() {
-		data := make([]byte, 4*len(t.Data))
-		for i, v := range t.Data {
+	var scratch []float32
+	for _, t := range fileTensors(w) {
+		data := make([]byte, 4*len(t.data))
+		for i, v := range t.fileLayout(&scratch) {
 			binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(v))
 		}
-		rows = append(rows, stRow{rename(t.Name), "F32", t.Shape, data})
+		rows = append(rows, stRow{rename(t.name), "F32", t.shape, data})
 	}
 	return rows
 }
@@ -125,13 +127,13 @@ func TestReadSafetensorsNames(t *testing.T) {
 			mask, stRow{"h.1.attn.masked_bias", "F32", []int{}, make([]byte, 4)},
 			stRow{"lm_head.weight", "F32", []int{1}, make([]byte, 4)}), ""},
 		{"both spellings", append(tensorRows(w, func(s string) string { return s }),
-			stRow{"transformer.ln_f.bias", "F32", []int{8}, make([]byte, 32)}), "both with and without"},
+			stRow{"transformer.ln_f.bias", "F32", []int{8}, make([]byte, 32)}), `are both "ln_f.bias"`},
 		{"unknown tensor", append(tensorRows(w, func(s string) string { return s }),
 			stRow{"h.9.mlp.c_fc.weight", "F32", []int{1}, make([]byte, 4)}), "unexpected tensor"},
 		{"missing tensor", tensorRows(w, func(s string) string { return s })[1:], "missing tensor \"wte.weight\""},
-		{"wrong shape", append(tensorRows(w, func(s string) string { return s })[:len(w.Tensors())-1],
+		{"wrong shape", append(tensorRows(w, func(s string) string { return s })[:len(fileTensors(w))-1],
 			stRow{"ln_f.bias", "F32", []int{2, 4}, make([]byte, 32)}), "shape [2 4]"},
-		{"integer dtype", append(tensorRows(w, func(s string) string { return s })[:len(w.Tensors())-1],
+		{"integer dtype", append(tensorRows(w, func(s string) string { return s })[:len(fileTensors(w))-1],
 			stRow{"ln_f.bias", "I32", []int{8}, make([]byte, 32)}), "I32"},
 	}
 	for _, tt := range tests {

@@ -1,10 +1,12 @@
-// Package cpu is the reference device: GPT-2 in pure Go fp32, readable
-// first. The forward is a flat list of named ops in llm.c's order
+// Package cpu is the reference device: pure Go fp32, readable first. It
+// implements ops, not model families: its forward walks the family's
+// Program (engine/model/arch) and runs each op as one named call
 // (encoderForward, layernormForward, matmulForward, attentionForward,
 // geluForward, residualForward), each a free function with outputs first and
-// sizes last, one file per op; the CUDA device keeps the same outline. Only
-// matmulForward (the LM head dominates at small C), attention and the sampler
-// are spread over goroutines.
+// sizes last, one file per op, so for GPT-2 the forward is llm.c's flat list;
+// the CUDA device keeps the same outline. Only matmulForward (the LM head
+// dominates at small C), attention and the sampler are spread over
+// goroutines.
 //
 // It owns the paged KV cache storage; the engine owns the block ids. It
 // imports the model and the sampler, never the scheduler or the engine.
@@ -17,6 +19,7 @@ import (
 
 	"github.com/roseinfer/roseinfer/engine/device"
 	"github.com/roseinfer/roseinfer/engine/model"
+	"github.com/roseinfer/roseinfer/engine/model/arch"
 	"github.com/roseinfer/roseinfer/engine/sample"
 )
 
@@ -32,14 +35,9 @@ type Options struct {
 
 // Device implements device.Device on the CPU.
 type Device struct {
-	cfg model.Config
-	w   *model.Weights
-	// HF Conv1D weights re-laid out as (OC, C) for matmulForward; the other
-	// tensors are read from w directly.
-	qkvw     []float32 // (L, 3C, C)
-	attprojw []float32 // (L, C, C)
-	fcw      []float32 // (L, 4C, C)
-	fcprojw  []float32 // (L, C, 4C)
+	cfg  model.Config
+	w    *model.Weights
+	prog program // the family's Program, its tensors resolved in w
 
 	kv       *kvCache
 	pool     *pool
@@ -52,22 +50,34 @@ type Device struct {
 
 var _ device.Device = (*Device)(nil)
 
-// New builds a CPU device over w (which it reads but never modifies; keep it
-// alive) with a KV cache of kv.NumBlocks blocks of kv.BlockSizeTokens tokens.
-// It copies the four Conv1D matrices into nn.Linear layout, so it holds about
-// the layers' parameter size again in memory.
+// New builds a CPU device that runs w's family Program over w (which it
+// reads in place but never modifies; keep it alive), with a KV cache of
+// kv.NumBlocks blocks of kv.BlockSizeTokens tokens.
 func New(w *model.Weights, kv device.KVConfig, opts Options) (*Device, error) {
 	if w == nil {
 		return nil, errors.New("cpu: nil weights")
 	}
+	f, err := arch.Lookup(w.Config.Family)
+	if err != nil {
+		return nil, fmt.Errorf("cpu: %w", err)
+	}
+	return newDevice(w, f.Program(w.Config), kv, opts)
+}
+
+// newDevice is New with the Program given (tests run rewritten Programs).
+func newDevice(w *model.Weights, prog arch.Program, kv device.KVConfig, opts Options) (*Device, error) {
 	cfg := w.Config
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("cpu: %w", err)
 	}
-	if len(w.Data) != cfg.NumParameters() {
-		return nil, fmt.Errorf("cpu: weights hold %d values, config needs %d", len(w.Data), cfg.NumParameters())
+	if cfg != cfg.Complete() || len(w.Data) != cfg.NumParameters() {
+		return nil, fmt.Errorf("cpu: weights hold %d values for %+v, not what model.NewWeights makes", len(w.Data), cfg)
 	}
-	cache, err := newKVCache(cfg.NumLayers, cfg.Channels, kv.NumBlocks, kv.BlockSizeTokens)
+	rp, err := resolveProgram(prog, w)
+	if err != nil {
+		return nil, err
+	}
+	cache, err := newKVCache(cfg.NumLayers, cfg.KVChannels(), kv.NumBlocks, kv.BlockSizeTokens)
 	if err != nil {
 		return nil, err
 	}
@@ -75,17 +85,18 @@ func New(w *model.Weights, kv device.KVConfig, opts Options) (*Device, error) {
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	L, C := cfg.NumLayers, cfg.Channels
 	d := &Device{
-		cfg:      cfg,
-		w:        w,
-		qkvw:     transposeLayers(w.QKVW, L, C, 3*C),
-		attprojw: transposeLayers(w.AttProjW, L, C, C),
-		fcw:      transposeLayers(w.FCW, L, C, 4*C),
-		fcprojw:  transposeLayers(w.FCProjW, L, 4*C, C),
-		kv:       cache,
-		pool:     newPool(threads),
+		cfg:  cfg,
+		w:    w,
+		prog: rp,
+		kv:   cache,
+		pool: newPool(threads),
 	}
+	a := &d.acts
+	a.tokWidth[arch.BufResidual], a.headWidth[arch.BufResidual] = cfg.Channels, cfg.Channels
+	bufferWidths(rp.embed, &a.tokWidth, &a.scratchWidth)
+	bufferWidths(rp.layer, &a.tokWidth, &a.scratchWidth)
+	bufferWidths(rp.head, &a.headWidth, &a.scratchWidth)
 	for range threads {
 		d.scores = append(d.scores, make([]float32, cfg.MaxSeqLen))
 		d.samplers = append(d.samplers, sample.NewSampler(cfg.VocabSize))
@@ -94,22 +105,8 @@ func New(w *model.Weights, kv device.KVConfig, opts Options) (*Device, error) {
 	if maxTokens <= 0 {
 		maxTokens = 256
 	}
-	d.acts.ensure(cfg, maxTokens, 1)
+	d.acts.ensure(maxTokens, 1)
 	return d, nil
-}
-
-// transposeLayers turns L stacked (IC, OC) matrices into (OC, IC) ones.
-func transposeLayers(src []float32, L, IC, OC int) []float32 {
-	dst := make([]float32, len(src))
-	for l := 0; l < L; l++ {
-		s, d := src[l*IC*OC:(l+1)*IC*OC], dst[l*IC*OC:(l+1)*IC*OC]
-		for i := 0; i < IC; i++ {
-			for o := 0; o < OC; o++ {
-				d[o*IC+i] = s[i*OC+o]
-			}
-		}
-	}
-	return dst
 }
 
 // Name is "cpu".
@@ -146,7 +143,7 @@ func (d *Device) Forward(b *device.Batch, out []device.Sampled) ([]device.Sample
 		for j := lo; j < hi; j++ {
 			i := st.sampleSeqs[j]
 			seq := &b.Seqs[i]
-			logits := d.acts.logits[j*V : (j+1)*V]
+			logits := d.acts.logits()[j*V : (j+1)*V]
 			tok := d.samplers[worker].Sample(logits, seq.Params, seq.SampleIndex, seq.BannedToken)
 			out[i].Token = tok
 			if seq.WantLogprob {
@@ -165,7 +162,7 @@ func (d *Device) ForwardLogits(b *device.Batch, logits []float32) ([]float32, er
 		return logits[:0], err
 	}
 	n := len(d.st.sampleSeqs) * d.cfg.VocabSize
-	logits = append(logits[:0], d.acts.logits[:n]...)
+	logits = append(logits[:0], d.acts.logits()[:n]...)
 	return logits, nil
 }
 
@@ -180,7 +177,7 @@ func (d *Device) run(b *device.Batch) error {
 	if err := d.st.prepare(b, d.cfg, d.kv); err != nil {
 		return err
 	}
-	d.acts.ensure(d.cfg, len(d.st.tokens), len(d.st.sampleSeqs))
+	d.acts.ensure(len(d.st.tokens), len(d.st.sampleSeqs))
 	d.forward()
 	return nil
 }

@@ -5,45 +5,43 @@ import (
 
 	"github.com/roseinfer/roseinfer/engine/device"
 	"github.com/roseinfer/roseinfer/engine/model"
+	"github.com/roseinfer/roseinfer/engine/model/arch"
 )
 
-// activations are the forward's buffers for up to BT tokens and M sampled
-// rows, allocated once and grown only when a step needs more. Inference needs
-// no per-layer copies (no backward), so the layers reuse them.
+// activations are the forward's buffers, allocated once and grown only when
+// a step needs more: tok has one row per token of the step (BT), for the
+// Embed and Layer ops; head one row per sampled position (M), for the Head
+// ops. Each buffer is as wide as the widest op that uses it (widths, from
+// the Program at New). Inference needs no per-layer copies (no backward), so
+// the layers reuse them.
 type activations struct {
-	maxBT, maxM int
-	residual    []float32 // (BT, C) the residual stream
-	ln          []float32 // (BT, C) layernorm output (ln_1, then ln_2)
-	qkv         []float32 // (BT, 3C)
-	atty        []float32 // (BT, C) attention output, heads side by side
-	attproj     []float32 // (BT, C)
-	fch         []float32 // (BT, 4C) MLP hidden, GELU applied in place
-	fcproj      []float32 // (BT, C)
-	lastHidden  []float32 // (M, C) residual rows of the sampled positions
-	lnf         []float32 // (M, C)
-	logits      []float32 // (M, V)
+	maxBT, maxM         int
+	tokWidth, headWidth [arch.NumBufs]int
+	tok, head           [arch.NumBufs][]float32
+	tokScratch          []float32 // (BT, widest accumulating linear): its product before the add
+	headScratch         []float32 // (M, same)
+	scratchWidth        int
 }
 
-func (a *activations) ensure(cfg model.Config, BT, M int) {
-	C, V := cfg.Channels, cfg.VocabSize
+func (a *activations) ensure(BT, M int) {
 	if BT > a.maxBT {
 		a.maxBT = max(BT, a.maxBT*5/4)
-		n := a.maxBT
-		a.residual = make([]float32, n*C)
-		a.ln = make([]float32, n*C)
-		a.qkv = make([]float32, n*3*C)
-		a.atty = make([]float32, n*C)
-		a.attproj = make([]float32, n*C)
-		a.fch = make([]float32, n*4*C)
-		a.fcproj = make([]float32, n*C)
+		for b, w := range a.tokWidth {
+			a.tok[b] = make([]float32, a.maxBT*w)
+		}
+		a.tokScratch = make([]float32, a.maxBT*a.scratchWidth)
 	}
 	if M > a.maxM {
 		a.maxM = max(M, a.maxM*5/4)
-		a.lastHidden = make([]float32, a.maxM*C)
-		a.lnf = make([]float32, a.maxM*C)
-		a.logits = make([]float32, a.maxM*V)
+		for b, w := range a.headWidth {
+			a.head[b] = make([]float32, a.maxM*w)
+		}
+		a.headScratch = make([]float32, a.maxM*a.scratchWidth)
 	}
 }
+
+// logits are the sampled rows' logits (M, V) of the last forward.
+func (a *activations) logits() []float32 { return a.head[arch.BufLogits] }
 
 // stepLayout is a batch flattened into per-token arrays, rebuilt each step in
 // reused buffers.
@@ -97,43 +95,64 @@ func (st *stepLayout) prepare(b *device.Batch, cfg model.Config, kv *kvCache) er
 	return nil
 }
 
-// forward is GPT-2 over the laid-out step, leaving the sampled rows' logits
-// in d.acts.logits. Per layer: layernorm, qkv matmul, KV append, attention,
-// projection, residual, layernorm, MLP up, GELU, MLP down, residual.
+// forward runs the model's Program over the laid-out step, leaving the
+// sampled rows' logits in d.acts.logits(): the Embed ops, the Layer ops for
+// each layer, then the Head ops on the sampled rows only. For GPT-2 that is
+// llm.c's list: encoder; per layer layernorm, qkv matmul, attention (with
+// its KV append), projection, residual, layernorm, MLP up, GELU, MLP down,
+// residual; then the final layernorm and the LM head.
 func (d *Device) forward() {
-	cfg, w, a, st, p := d.cfg, d.w, &d.acts, &d.st, d.pool
-	L, C, NH, V := cfg.NumLayers, cfg.Channels, cfg.NumHeads, cfg.VocabSize
+	a, st := &d.acts, &d.st
 	BT, M := len(st.tokens), len(st.sampleRows)
-	eps := cfg.LayerNormEpsilon
-
-	encoderForward(a.residual, st.tokens, st.positions, w.WTE, w.WPE, BT, C)
-	for l := 0; l < L; l++ {
-		// Layer l's weights: views into the stacked (L, ...) tensors.
-		ln1w, ln1b := w.LN1W[l*C:(l+1)*C], w.LN1B[l*C:(l+1)*C]
-		qkvw, qkvb := d.qkvw[l*3*C*C:(l+1)*3*C*C], w.QKVB[l*3*C:(l+1)*3*C]
-		attprojw, attprojb := d.attprojw[l*C*C:(l+1)*C*C], w.AttProjB[l*C:(l+1)*C]
-		ln2w, ln2b := w.LN2W[l*C:(l+1)*C], w.LN2B[l*C:(l+1)*C]
-		fcw, fcb := d.fcw[l*4*C*C:(l+1)*4*C*C], w.FCB[l*4*C:(l+1)*4*C]
-		fcprojw, fcprojb := d.fcprojw[l*4*C*C:(l+1)*4*C*C], w.FCProjB[l*C:(l+1)*C]
-
-		layernormForward(a.ln, a.residual, ln1w, ln1b, eps, BT, C, p)
-		matmulForward(a.qkv, a.ln, qkvw, qkvb, BT, C, 3*C, p)
-		kvAppendForward(d.kv, l, a.qkv, st, BT, C)
-		attentionForward(a.atty, a.qkv, d.kv, l, st, d.scores, BT, C, NH, p)
-		matmulForward(a.attproj, a.atty, attprojw, attprojb, BT, C, C, p)
-		residualForward(a.residual, a.residual, a.attproj, BT*C)
-		layernormForward(a.ln, a.residual, ln2w, ln2b, eps, BT, C, p)
-		matmulForward(a.fch, a.ln, fcw, fcb, BT, C, 4*C, p)
-		geluForward(a.fch, a.fch, BT*4*C, p)
-		matmulForward(a.fcproj, a.fch, fcprojw, fcprojb, BT, 4*C, C, p)
-		residualForward(a.residual, a.residual, a.fcproj, BT*C)
+	for i := range d.prog.embed {
+		d.runOp(&d.prog.embed[i], 0, BT, &a.tok, a.tokScratch)
 	}
-	// Only the positions that sample need the final layernorm and the LM
-	// head, which costs V·C per row: skipping the rest is most of a
-	// prefill's savings.
+	for l := 0; l < d.cfg.NumLayers; l++ {
+		for i := range d.prog.layer {
+			d.runOp(&d.prog.layer[i], l, BT, &a.tok, a.tokScratch)
+		}
+	}
+	// Only the positions that sample need the head, whose LM head costs V·C
+	// per row: skipping the rest is most of a prefill's savings.
+	C := d.cfg.Channels
+	residual, last := a.tok[arch.BufResidual], a.head[arch.BufResidual]
 	for j, row := range st.sampleRows {
-		copy(a.lastHidden[j*C:(j+1)*C], a.residual[int(row)*C:(int(row)+1)*C])
+		copy(last[j*C:(j+1)*C], residual[int(row)*C:(int(row)+1)*C])
 	}
-	layernormForward(a.lnf, a.lastHidden, w.LNFW, w.LNFB, eps, M, C, p)
-	matmulForward(a.logits, a.lnf, w.WTE, nil, M, C, V, p)
+	for i := range d.prog.head {
+		d.runOp(&d.prog.head[i], 0, M, &a.head, a.headScratch)
+	}
+}
+
+// runOp runs one op over the first rows rows of bufs, with layer l's
+// weights and KV cache: one named call per op kind.
+func (d *Device) runOp(o *op, l, rows int, bufs *[arch.NumBufs][]float32, scratch []float32) {
+	out, in := bufs[o.Out], bufs[o.In]
+	w, b := o.layerWeights(l)
+	p := d.pool
+	switch o.Kind {
+	case arch.OpEmbed:
+		encoderForward(out, d.st.tokens, d.st.positions, w, o.pos, rows, o.OutDim)
+	case arch.OpLayerNorm:
+		layernormForward(out, in, w, b, o.Eps, rows, o.InDim, p)
+	case arch.OpLinear:
+		dst := out
+		if o.Accumulate {
+			dst = scratch
+		}
+		matmulForward(dst, in, w, b, rows, o.InDim, o.OutDim, p)
+		if o.Act == arch.ActGELU {
+			geluForward(dst, dst, rows*o.OutDim, p)
+		}
+		if o.Accumulate {
+			residualForward(out, out, dst, rows*o.OutDim)
+		}
+	case arch.OpAttention:
+		kvAppendForward(d.kv, l, in, &d.st, rows, o.OutDim)
+		attentionForward(out, in, d.kv, l, &d.st, d.scores, rows, o.OutDim, o.NumHeads, p)
+	case arch.OpGELU:
+		geluForward(out, in, rows*o.InDim, p)
+	case arch.OpResidual:
+		residualForward(out, out, in, rows*o.InDim)
+	}
 }

@@ -7,9 +7,10 @@ import (
 )
 
 // kvCache is the paged KV storage the engine's block ids point into. Each
-// layer has a K and a V array of NumBlocks·B token slots of C floats (all
-// heads side by side); block b holds slots [b·B, (b+1)·B), and position t of
-// a sequence lives in slot table[t/B]·B + t%B of its block table.
+// layer has a K and a V array of NumBlocks·B token slots of C floats, C
+// being NKV·HS here (all KV heads side by side; the model's C for GPT-2);
+// block b holds slots [b·B, (b+1)·B), and position t of a sequence lives in
+// slot table[t/B]·B + t%B of its block table.
 type kvCache struct {
 	numBlocks, blockSize, C int
 	k, v                    [][]float32 // (L) × (NumBlocks·B, C)
@@ -53,5 +54,5 @@ func kvAppendForward(kv *kvCache, l int, qkv []float32, st *stepLayout, BT, C in
 // KVBytesPerBlock is the host memory one KV block takes on this device (K
 // and V, every layer, fp32), for sizing NumBlocks from a memory budget.
 func KVBytesPerBlock(c model.Config, blockSizeTokens int) int {
-	return 2 * c.NumLayers * blockSizeTokens * c.Channels * 4
+	return 2 * c.NumLayers * blockSizeTokens * c.KVChannels() * 4
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/roseinfer/roseinfer/engine/model"
+	"github.com/roseinfer/roseinfer/engine/model/gpt2"
 )
 
 // refSeq is one sequence of the reference model: its dense per-layer K/V.
@@ -27,15 +28,23 @@ func refForward(w *model.Weights, s *refSeq, tokens []int32, start int) []float3
 	qkv := make([]float32, 3*C)
 	att := make([]float32, C)
 	fc := make([]float32, 4*C)
-	layer := func(t []float32, l int) []float32 { n := len(t) / L; return t[l*n : (l+1)*n] }
+	tensor := func(name string) []float32 {
+		t, err := w.Tensor(name)
+		if err != nil {
+			panic(err)
+		}
+		return t.Data
+	}
+	wte, wpe := tensor(gpt2.WTE), tensor(gpt2.WPE)
+	layer := func(name string, l int) []float32 { t := tensor(name); n := len(t) / L; return t[l*n : (l+1)*n] }
 	for i, tok := range tokens {
 		pos := start + i
 		for j := 0; j < C; j++ {
-			x[j] = w.WTE[int(tok)*C+j] + w.WPE[pos*C+j]
+			x[j] = wte[int(tok)*C+j] + wpe[pos*C+j]
 		}
 		for l := 0; l < L; l++ {
-			refLayerNorm(h, x, layer(w.LN1W, l), layer(w.LN1B, l), c.LayerNormEpsilon)
-			refMatmul(qkv, h, layer(w.QKVW, l), layer(w.QKVB, l), C, 3*C)
+			refLayerNorm(h, x, layer(gpt2.LN1W, l), layer(gpt2.LN1B, l), c.LayerNormEpsilon)
+			refMatmul(qkv, h, layer(gpt2.QKVW, l), layer(gpt2.QKVB, l), C, 3*C)
 			s.k[l] = append(s.k[l], qkv[C:2*C]...)
 			s.v[l] = append(s.v[l], qkv[2*C:3*C]...)
 			T := pos + 1
@@ -64,27 +73,27 @@ func refForward(w *model.Weights, s *refSeq, tokens []int32, start int) []float3
 					att[hd*HD+d] = float32(o / sum)
 				}
 			}
-			refMatmul(h, att, layer(w.AttProjW, l), layer(w.AttProjB, l), C, C)
+			refMatmul(h, att, layer(gpt2.AttProjW, l), layer(gpt2.AttProjB, l), C, C)
 			for j := range x {
 				x[j] += h[j]
 			}
-			refLayerNorm(h, x, layer(w.LN2W, l), layer(w.LN2B, l), c.LayerNormEpsilon)
-			refMatmul(fc, h, layer(w.FCW, l), layer(w.FCB, l), C, 4*C)
+			refLayerNorm(h, x, layer(gpt2.LN2W, l), layer(gpt2.LN2B, l), c.LayerNormEpsilon)
+			refMatmul(fc, h, layer(gpt2.FCW, l), layer(gpt2.FCB, l), C, 4*C)
 			for j, v := range fc {
 				fc[j] = float32(0.5 * float64(v) * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(float64(v)+0.044715*math.Pow(float64(v), 3)))))
 			}
-			refMatmul(h, fc, layer(w.FCProjW, l), layer(w.FCProjB, l), 4*C, C)
+			refMatmul(h, fc, layer(gpt2.FCProjW, l), layer(gpt2.FCProjB, l), 4*C, C)
 			for j := range x {
 				x[j] += h[j]
 			}
 		}
 	}
-	refLayerNorm(h, x, w.LNFW, w.LNFB, c.LayerNormEpsilon)
+	refLayerNorm(h, x, tensor(gpt2.LNFW), tensor(gpt2.LNFB), c.LayerNormEpsilon)
 	logits := make([]float32, V)
 	for v := 0; v < V; v++ {
 		dot := 0.0
 		for j := 0; j < C; j++ {
-			dot += float64(h[j]) * float64(w.WTE[v*C+j])
+			dot += float64(h[j]) * float64(wte[v*C+j])
 		}
 		logits[v] = float32(dot)
 	}
@@ -106,18 +115,15 @@ func refLayerNorm(out, x, w, b []float32, eps float32) {
 	}
 }
 
-// refMatmul: out(n) = in(k) @ W(k, n) + b, W in Hugging Face's (in, out) layout.
+// refMatmul: out(n) = W(n, k) · in(k) + b, W in nn.Linear's (out, in)
+// layout, model.Weights' canonical one.
 func refMatmul(out, in, W, b []float32, k, n int) {
-	acc := make([]float64, n)
-	for i := 0; i < k; i++ {
-		xi := float64(in[i])
-		row := W[i*n : (i+1)*n]
-		for j, wv := range row {
-			acc[j] += xi * float64(wv)
-		}
-	}
 	for j := range out[:n] {
-		out[j] = float32(acc[j] + float64(b[j]))
+		acc := 0.0
+		for i, wv := range W[j*k : (j+1)*k] {
+			acc += float64(in[i]) * float64(wv)
+		}
+		out[j] = float32(acc + float64(b[j]))
 	}
 }
 

@@ -6,11 +6,12 @@ import (
 	"unsafe"
 
 	"github.com/roseinfer/roseinfer/engine/model"
+	"github.com/roseinfer/roseinfer/engine/model/gpt2"
 )
 
 // gpuWeights are the model's parameters on the GPU, carved out of one
-// allocation. GEMM weights are fp16 and re-laid out as (out, in) rows so every
-// projection is the same transposed-A cuBLASLt call (llm.c's layout); the
+// allocation. GEMM weights are fp16 (out, in) rows, model.Weights' layout,
+// so every projection is the same transposed-A cuBLASLt call (llm.c's); the
 // embeddings are fp16; LayerNorm parameters stay fp32. Biases take the type
 // of the GEMM output they are added to: fp16 where the GEMM writes fp16
 // (qkv, fc), fp32 where it accumulates into the fp32 residual stream.
@@ -72,50 +73,53 @@ func (h *hostImage) f16(src []float32) devPtr {
 	return devPtr(off)
 }
 
-// f16T stores the (rows, cols) row-major matrix src transposed, as (cols, rows).
-func (h *hostImage) f16T(src []float32, rows, cols int) devPtr {
-	t := make([]float32, len(src))
-	for r := 0; r < rows; r++ {
-		for c := 0; c < cols; c++ {
-			t[c*rows+r] = src[r*cols+c]
-		}
-	}
-	return h.f16(t)
-}
-
 // uploadWeights converts w to the GPU layout and copies it in one transfer.
+// The device's forward is GPT-2's, so it reads GPT-2's tensors by name; the
+// matrices are already (out, in) in model.Weights' canonical layout.
 func uploadWeights(g *gpu, w *model.Weights) (gpuWeights, error) {
 	c := w.Config
+	if c.Family != gpt2.Family.Name {
+		return gpuWeights{}, fmt.Errorf("cuda: the %s family is not implemented (only %s)", c.Family, gpt2.Family.Name)
+	}
+	t := make(map[string][]float32)
+	for _, name := range []string{gpt2.WTE, gpt2.WPE, gpt2.LNFW, gpt2.LNFB, gpt2.LN1W, gpt2.LN1B, gpt2.QKVW, gpt2.QKVB,
+		gpt2.AttProjW, gpt2.AttProjB, gpt2.LN2W, gpt2.LN2B, gpt2.FCW, gpt2.FCB, gpt2.FCProjW, gpt2.FCProjB} {
+		x, err := w.Tensor(name)
+		if err != nil {
+			return gpuWeights{}, fmt.Errorf("cuda: %w", err)
+		}
+		t[name] = x.Data
+	}
 	L, C := c.NumLayers, c.Channels
 	h := &hostImage{buf: make([]byte, 0, 2*c.NumParameters()+64<<10)}
 	var gw gpuWeights
-	gw.wte = h.f16(w.WTE)
+	gw.wte = h.f16(t[gpt2.WTE])
 	// Zero rows up to the padded vocabulary: the LM head then computes
 	// vocabPadded columns (a multiple of 128, which cuBLASLt's Hopper kernels
 	// need; V = 50257 columns got a Turing-era kernel at 1/4 of the speed),
 	// and the sampler never reads the extra ones.
 	h.buf = append(h.buf, make([]byte, 2*(paddedVocab(c.VocabSize)-c.VocabSize)*C)...)
-	gw.wpe = h.f16(w.WPE)
-	gw.lnfW = h.f32(w.LNFW)
-	gw.lnfB = h.f32(w.LNFB)
-	slice := func(t []float32, l int) []float32 { n := len(t) / L; return t[l*n : (l+1)*n] }
+	gw.wpe = h.f16(t[gpt2.WPE])
+	gw.lnfW = h.f32(t[gpt2.LNFW])
+	gw.lnfB = h.f32(t[gpt2.LNFB])
+	slice := func(name string, l int) []float32 { x := t[name]; n := len(x) / L; return x[l*n : (l+1)*n] }
 	gw.layers = make([]gpuLayer, L)
 	for l := 0; l < L; l++ {
 		ly := &gw.layers[l]
-		ly.ln1W, ly.ln1B = h.f32(slice(w.LN1W, l)), h.f32(slice(w.LN1B, l))
-		ly.qkvW = h.f16T(slice(w.QKVW, l), C, 3*C) // HF Conv1D (in, out) -> (out, in)
-		ly.qkvB = h.f16(slice(w.QKVB, l))
-		ly.attProjW = h.f16T(slice(w.AttProjW, l), C, C)
-		ly.attProjB = h.f32(slice(w.AttProjB, l))
-		ly.attProjB16 = h.f16(slice(w.AttProjB, l))
-		ly.ln2W, ly.ln2B = h.f32(slice(w.LN2W, l)), h.f32(slice(w.LN2B, l))
-		ly.fcW = h.f16T(slice(w.FCW, l), C, 4*C)
-		ly.fcB = h.f16(slice(w.FCB, l))
-		s, b := lnFoldColumns(slice(w.LN2W, l), slice(w.LN2B, l), slice(w.FCW, l), slice(w.FCB, l))
+		ly.ln1W, ly.ln1B = h.f32(slice(gpt2.LN1W, l)), h.f32(slice(gpt2.LN1B, l))
+		ly.qkvW = h.f16(slice(gpt2.QKVW, l))
+		ly.qkvB = h.f16(slice(gpt2.QKVB, l))
+		ly.attProjW = h.f16(slice(gpt2.AttProjW, l))
+		ly.attProjB = h.f32(slice(gpt2.AttProjB, l))
+		ly.attProjB16 = h.f16(slice(gpt2.AttProjB, l))
+		ly.ln2W, ly.ln2B = h.f32(slice(gpt2.LN2W, l)), h.f32(slice(gpt2.LN2B, l))
+		ly.fcW = h.f16(slice(gpt2.FCW, l))
+		ly.fcB = h.f16(slice(gpt2.FCB, l))
+		s, b := lnFoldRows(slice(gpt2.LN2W, l), slice(gpt2.LN2B, l), slice(gpt2.FCW, l), slice(gpt2.FCB, l))
 		ly.fcLNs, ly.fcLNb = h.f32(s), h.f32(b)
-		ly.fcProjW = h.f16T(slice(w.FCProjW, l), 4*C, C)
-		ly.fcProjB = h.f32(slice(w.FCProjB, l))
-		ly.fcProjB16 = h.f16(slice(w.FCProjB, l))
+		ly.fcProjW = h.f16(slice(gpt2.FCProjW, l))
+		ly.fcProjB = h.f32(slice(gpt2.FCProjB, l))
+		ly.fcProjB16 = h.f16(slice(gpt2.FCProjB, l))
 	}
 	h.align()
 	base, err := g.drv.memAlloc(len(h.buf))
@@ -141,29 +145,37 @@ func uploadWeights(g *gpu, w *model.Weights) (gpuWeights, error) {
 	return gw, nil
 }
 
-// lnFoldColumns returns, for the projection w (HF Conv1D: (in, out)
-// row-major, used in fp16) with bias b after a LayerNorm (gamma, beta), each
-// output column's s = sum_k gamma_k W_kc and b' = sum_k beta_k W_kc + b_c
-// (b in fp16, as the unfolded path adds it), in float64 rounded to fp32: the
-// LayerNorm fold's column terms (gemm_wg.cu).
-func lnFoldColumns(gamma, beta, w, b []float32) (s, bp []float32) {
+// lnFoldRows returns, for the projection w ((out, in) rows, used in fp16)
+// with bias b after a LayerNorm (gamma, beta), each output row's
+// s = sum_k gamma_k W_ck and b' = sum_k beta_k W_ck + b_c (b in fp16, as the
+// unfolded path adds it), in float64 rounded to fp32: the LayerNorm fold's
+// column terms (gemm_wg.cu).
+func lnFoldRows(gamma, beta, w, b []float32) (s, bp []float32) {
 	in, out := len(gamma), len(b)
 	s, bp = make([]float32, out), make([]float32, out)
-	sum, bsum := make([]float64, out), make([]float64, out)
-	for k := 0; k < in; k++ {
-		g, be := float64(gamma[k]), float64(beta[k])
-		row := w[k*out : (k+1)*out]
-		for c, v := range row {
+	for c := 0; c < out; c++ {
+		sum, bsum := 0.0, 0.0
+		for k, v := range w[c*in : (c+1)*in] {
 			wv := float64(f16ToF32(f32ToF16(v)))
-			sum[c] += g * wv
-			bsum[c] += be * wv
+			sum += float64(gamma[k]) * wv
+			bsum += float64(beta[k]) * wv
 		}
-	}
-	for c := range s {
-		s[c] = float32(sum[c])
-		bp[c] = float32(bsum[c] + float64(f16ToF32(f32ToF16(b[c]))))
+		s[c] = float32(sum)
+		bp[c] = float32(bsum + float64(f16ToF32(f32ToF16(b[c]))))
 	}
 	return s, bp
+}
+
+// lnFoldColumns is lnFoldRows for w in HF Conv1D's (in, out) layout.
+func lnFoldColumns(gamma, beta, w, b []float32) (s, bp []float32) {
+	in, out := len(gamma), len(b)
+	rows := make([]float32, len(w))
+	for k := 0; k < in; k++ {
+		for c := 0; c < out; c++ {
+			rows[c*in+k] = w[k*out+c]
+		}
+	}
+	return lnFoldRows(gamma, beta, rows, b)
 }
 
 // f32ToF16 rounds to the nearest fp16, ties to even, with overflow to inf and
