@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/roseinfer/roseinfer/engine/launch"
 	"github.com/roseinfer/roseinfer/engine/model"
-	"github.com/roseinfer/roseinfer/engine/tokenizer"
 )
 
 // initModelOptions are the flags of `roseinfer init-model`.
@@ -23,11 +23,12 @@ func newInitModelCommand() *cobra.Command {
 	o := initModelOptions{preset: "tiny", dtype: "fp32"}
 	cmd := &cobra.Command{
 		Use:   "init-model",
-		Short: "Write an HF GPT-2 checkpoint directory with deterministic random weights",
-		Long: `init-model writes config.json, model.safetensors and GPT-2's tokenizer files
-(vocab.json, merges.txt, ...) into --out. The weights are a pure function of
-(preset, seed), so the same command gives the same checkpoint anywhere, and
-transformers' GPT2LMHeadModel.from_pretrained loads it.
+		Short: "Write an HF checkpoint directory with deterministic random weights",
+		Long: `init-model writes config.json, model.safetensors and the model family's
+tokenizer files (for GPT-2: vocab.json, merges.txt, ...) into --out. The
+weights are a pure function of (preset, seed), so the same command gives the
+same checkpoint anywhere, and transformers' from_pretrained loads it
+(GPT2LMHeadModel for the GPT-2 presets).
 
   roseinfer init-model --preset gpt2 --seed 1 --dtype fp16 --out ./gpt2-random
   roseinfer init-model --preset tiny --out ./tiny   # the model serve runs without --model`,
@@ -67,7 +68,11 @@ func runInitModel(o initModelOptions, out io.Writer) error {
 	if err := model.WriteCheckpoint(o.out, cfg, w, dtype); err != nil {
 		return err
 	}
-	tok, err := tokenizer.Default()
+	fam, err := model.Lookup(cfg.Family)
+	if err != nil {
+		return err
+	}
+	tok, err := launch.BuiltinTokenizer(fam.TokenizerKind)
 	if err != nil {
 		return err
 	}

@@ -100,6 +100,7 @@ func runServe(ctx context.Context, o serveOptions, logOut io.Writer) error {
 		MaxModelLen:    info.Model.MaxSeqLen,
 		VocabSize:      info.Model.VocabSize,
 		Tokenizer:      info.Tokenizer,
+		ChatFormat:     info.Family.Chat,
 		StreamInterval: o.streamInterval,
 		EnablePprof:    o.pprof,
 		ProfileHandler: prof.Handler(),

@@ -1,8 +1,10 @@
 // Package launch builds a running engine from a handful of options: the one
 // small engine API that `roseinfer serve`/`generate` and the harness's
 // in-process offline runner share. It picks the model (a checkpoint
-// directory or the built-in preset), the tokenizer and the device (cpu, sim
-// or cuda), sizes the KV cache and starts engine.New over the device.
+// directory or the built-in preset) and with it the model family, whose
+// tokenizer kind and chat format it reports, the tokenizer and the device
+// (cpu, sim or cuda), sizes the KV cache and starts engine.New over the
+// device.
 //
 // It works in two steps because serve opens its port before the weights
 // load: Resolve reads the model config and tokenizer and chooses the device
@@ -23,6 +25,7 @@ import (
 	"github.com/roseinfer/roseinfer/engine/device"
 	"github.com/roseinfer/roseinfer/engine/device/cuda"
 	"github.com/roseinfer/roseinfer/engine/model"
+	"github.com/roseinfer/roseinfer/engine/model/gpt2"
 	"github.com/roseinfer/roseinfer/engine/profile/phase"
 	"github.com/roseinfer/roseinfer/engine/tokenizer"
 )
@@ -123,12 +126,13 @@ type Resolved struct {
 	Name      string  // for logs: the directory or "built-in tiny"
 	Device    string  // chosen: cpu, sim or cuda
 	Model     model.Config
+	Family    *model.Family // Model's: tokenizer kind, chat format
 	Tokenizer *tokenizer.Tokenizer
 }
 
 // Resolve validates o, picks the device and reads the model's config and
 // tokenizer. log (nil = silent) gets a warning when a checkpoint has no
-// tokenizer and GPT-2's is used.
+// tokenizer files and its family's built-in tokenizer is used.
 func Resolve(o Options, log *slog.Logger) (*Resolved, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -152,8 +156,11 @@ func Resolve(o Options, log *slog.Logger) (*Resolved, error) {
 		if r.Model, err = model.Preset(BuiltinPreset); err != nil {
 			return nil, err
 		}
-		if r.Tokenizer, err = tokenizer.Default(); err != nil {
-			return nil, fmt.Errorf("GPT-2 tokenizer: %w", err)
+		if r.Family, err = model.Lookup(r.Model.Family); err != nil {
+			return nil, err
+		}
+		if r.Tokenizer, err = BuiltinTokenizer(r.Family.TokenizerKind); err != nil {
+			return nil, fmt.Errorf("%s tokenizer: %w", r.Family.Title, err)
 		}
 		return r, nil
 	}
@@ -161,15 +168,31 @@ func Resolve(o Options, log *slog.Logger) (*Resolved, error) {
 	if r.Model, err = model.ReadConfig(filepath.Join(o.ModelDir, model.ConfigFile)); err != nil {
 		return nil, err
 	}
-	if r.Tokenizer, err = loadTokenizer(o.ModelDir, r.Model, log); err != nil {
+	if r.Family, err = model.Lookup(r.Model.Family); err != nil {
+		return nil, err
+	}
+	if r.Tokenizer, err = loadTokenizer(o.ModelDir, r.Model, r.Family, log); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
+// BuiltinTokenizer is the tokenizer engine/tokenizer carries for a
+// family's tokenizer kind (arch.Family.TokenizerKind): what the built-in
+// preset uses, what init-model writes, and the fallback for a checkpoint
+// without tokenizer files.
+func BuiltinTokenizer(kind string) (*tokenizer.Tokenizer, error) {
+	switch kind {
+	case gpt2.TokenizerKind:
+		return tokenizer.Default()
+	}
+	return nil, fmt.Errorf("no built-in tokenizer of kind %q", kind)
+}
+
 // loadTokenizer reads the directory's tokenizer; a directory with no
-// tokenizer files at all gets GPT-2's if the vocabulary size matches.
-func loadTokenizer(dir string, cfg model.Config, log *slog.Logger) (*tokenizer.Tokenizer, error) {
+// tokenizer files at all gets the family's built-in one if the vocabulary
+// size matches.
+func loadTokenizer(dir string, cfg model.Config, fam *model.Family, log *slog.Logger) (*tokenizer.Tokenizer, error) {
 	tok, err := tokenizer.Load(dir)
 	if err == nil {
 		if tok.VocabSize() > cfg.VocabSize {
@@ -182,11 +205,15 @@ func loadTokenizer(dir string, cfg model.Config, log *slog.Logger) (*tokenizer.T
 			return nil, err
 		}
 	}
-	if cfg.VocabSize != model.GPT2VocabSize {
-		return nil, fmt.Errorf("%s has no tokenizer files and its vocabulary (%d) is not GPT-2's", dir, cfg.VocabSize)
+	builtin, berr := BuiltinTokenizer(fam.TokenizerKind)
+	if berr != nil {
+		return nil, fmt.Errorf("%s has no tokenizer files: %w", dir, berr)
 	}
-	log.Warn("no tokenizer files in the model directory; using GPT-2's", "dir", dir)
-	return tokenizer.Default()
+	if cfg.VocabSize != builtin.VocabSize() {
+		return nil, fmt.Errorf("%s has no tokenizer files and its vocabulary (%d) is not %s's", dir, cfg.VocabSize, fam.Title)
+	}
+	log.Warn("no tokenizer files in the model directory; using "+fam.Title+"'s", "dir", dir)
+	return builtin, nil
 }
 
 func orDiscard(log *slog.Logger) *slog.Logger {

@@ -198,7 +198,7 @@ func TestResolveModelDir(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if r.Tokenizer == nil || r.Name != dir || r.Model != tc.cfg {
+				if r.Tokenizer == nil || r.Name != dir || r.Model != tc.cfg || r.Family == nil || r.Family.Name != "gpt2" {
 					t.Errorf("resolved %+v", r)
 				}
 				if !strings.Contains(logs.String(), tc.wantLog) {
@@ -206,5 +206,21 @@ func TestResolveModelDir(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestResolveUnknownModelType: a config.json of a family this build does
+// not know names the file and the supported types.
+func TestResolveUnknownModelType(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, model.ConfigFile)
+	if err := os.WriteFile(path, []byte(`{"model_type":"llama"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := Defaults()
+	o.ModelDir, o.Device = dir, "sim"
+	_, err := Resolve(o, nil)
+	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), `model_type "llama" is not supported (supported: [gpt2])`) {
+		t.Errorf("error %v, want one naming %s and the supported types", err, path)
 	}
 }

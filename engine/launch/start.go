@@ -91,8 +91,7 @@ func NumKVBlocks(o *Options, devName string, cfg model.Config) int {
 	case "cuda":
 		return 0
 	case "cpu":
-		bytesPerBlock := 2 * cfg.NumLayers * bs * cfg.Channels * 4 // K and V, fp32
-		return max(min(o.MaxNumSeqs*perContext, cpuKVBudgetBytes/bytesPerBlock), perContext)
+		return max(min(o.MaxNumSeqs*perContext, cpuKVBudgetBytes/cpu.KVBytesPerBlock(cfg, bs)), perContext)
 	}
 	return o.MaxNumSeqs * perContext
 }

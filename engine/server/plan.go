@@ -74,11 +74,11 @@ func (s *Server) planChat(req *chatRequest) (*plan, *Error) {
 	if e != nil {
 		return nil, e
 	}
-	contents, e := parseChatMessages(req.Messages)
+	msgs, e := parseChatMessages(req.Messages)
 	if e != nil {
 		return nil, e
 	}
-	text := chatTemplate(req.Messages, contents)
+	text := s.cfg.ChatFormat(msgs)
 	ids, e := s.encodePrompt(text)
 	if e != nil {
 		e.Param = "messages"

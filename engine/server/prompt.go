@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/roseinfer/roseinfer/engine/model/arch"
 )
 
 // Limits on a request's shape. Documented in docs/roseinfer-api.md.
@@ -171,37 +173,13 @@ func (s *Server) parseTokenIDs(raw json.RawMessage) ([]int32, *Error) {
 	}
 }
 
-// chatTemplate is the plain role-prefixed template used for models without
-// their own (GPT-2 has none): one "Role: content" line per message, then
-// "Assistant:" for the model to continue.
-func chatTemplate(msgs []chatMessage, contents []string) string {
-	var b strings.Builder
-	for i, m := range msgs {
-		b.WriteString(roleTitle(m.Role))
-		b.WriteString(": ")
-		b.WriteString(contents[i])
-		b.WriteByte('\n')
-	}
-	b.WriteString("Assistant:")
-	return b.String()
-}
-
-func roleTitle(role string) string {
-	switch role {
-	case "system", "developer":
-		return "System"
-	case "user":
-		return "User"
-	}
-	return "Assistant"
-}
-
-// parseChatMessages validates the messages and returns each one's text.
-func parseChatMessages(msgs []chatMessage) ([]string, *Error) {
+// parseChatMessages validates the messages and returns each one's role and
+// text, for the model's chat format.
+func parseChatMessages(msgs []chatMessage) ([]arch.ChatMessage, *Error) {
 	if len(msgs) == 0 {
 		return nil, errInvalid("messages", "\"messages\" must be a non-empty list")
 	}
-	contents := make([]string, len(msgs))
+	parsed := make([]arch.ChatMessage, len(msgs))
 	for i, m := range msgs {
 		switch m.Role {
 		case "system", "developer", "user", "assistant":
@@ -214,9 +192,9 @@ func parseChatMessages(msgs []chatMessage) ([]string, *Error) {
 			e.Message = "messages[" + strconv.Itoa(i) + "]: " + e.Message
 			return nil, e
 		}
-		contents[i] = text
+		parsed[i] = arch.ChatMessage{Role: m.Role, Content: text}
 	}
-	return contents, nil
+	return parsed, nil
 }
 
 // parseChatContent accepts a string or a list of text parts (concatenated).

@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/roseinfer/roseinfer/engine/model/arch"
 	"github.com/roseinfer/roseinfer/engine/tokenizer"
 )
 
@@ -37,6 +38,10 @@ type Config struct {
 	MaxBodyBytes    int64                // default 8 MiB
 	ShutdownTimeout time.Duration
 	EnablePprof     bool
+	// ChatFormat renders chat messages as the prompt: the model family's
+	// (launch.Resolved.Family.Chat); default arch.PlainChat, the
+	// role-prefixed format of families without a template.
+	ChatFormat func(msgs []arch.ChatMessage) string
 	// ProfileHandler, when set, serves POST /start_profile and POST
 	// /stop_profile (engine/profile's Profiler.Handler).
 	ProfileHandler http.Handler
@@ -89,6 +94,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if cfg.ChatFormat == nil {
+		cfg.ChatFormat = arch.PlainChat
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
