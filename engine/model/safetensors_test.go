@@ -1,7 +1,9 @@
 package model
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -235,4 +237,32 @@ func FuzzReadSafetensors(f *testing.F) {
 		got, _ := NewWeights(smallConfig)
 		_ = ReadSafetensors(file, got) // must not panic
 	})
+}
+
+// TestTinyCheckpointBytes pins the files `roseinfer init-model --preset tiny
+// --seed 3` writes: a change to the tensor names, their order, the file
+// layout (Conv1D matrices stored (in, out)), the init draw or config.json
+// shows up here as a new hash, never silently.
+func TestTinyCheckpointBytes(t *testing.T) {
+	cfg, _ := Preset("tiny")
+	w, err := InitRandom(cfg, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := WriteCheckpoint(dir, cfg, w, FP32); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{
+		ConfigFile:      "99d7614f8a23a8260b18057971a499144d2215951a09b8d110f0adc7a9891586",
+		SafetensorsFile: "d1b46eb4a7cc8c9e56448f29d368e9c9e2b20d02ceac163d21a50a57f766ccf0",
+	} {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprintf("%x", sha256.Sum256(data)); got != want {
+			t.Errorf("%s: sha256 %s, want %s", name, got, want)
+		}
+	}
 }
