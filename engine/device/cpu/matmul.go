@@ -1,8 +1,8 @@
 package cpu
 
 // matmulForward is the model's only heavy op: out (BT, OC) = inp (BT, C) ·
-// weightᵀ + bias, with weight (OC, C) in nn.Linear layout (llm.c's; the
-// device transposes HF's Conv1D [in, out] once at load) and bias (OC) or nil.
+// weightᵀ + bias, with weight (OC, C) in nn.Linear layout (llm.c's, and
+// model.Weights' canonical one) and bias (OC) or nil.
 // The LM head is this op with weight = wte (V, C) and no bias.
 //
 // Output columns are split across the pool. Every out[t][o] is one

@@ -8,7 +8,8 @@
 // It sits below engine/model and the family packages (engine/model/gpt2, …):
 // a family imports arch to describe itself, and engine/model imports the
 // families to register them, so arch imports nothing from the engine.
-// Callers use it through engine/model, which re-exports Config and Weights.
+// Callers reach Config and Weights through engine/model, which re-exports
+// them; devices read the op vocabulary (op.go) here.
 //
 // Size letters, used in shape comments across engine/ (as in llm.c):
 //
