@@ -6,7 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/roseinfer/roseinfer/engine/model"
-	"github.com/roseinfer/roseinfer/engine/model/gpt2"
+	"github.com/roseinfer/roseinfer/engine/model/arch"
 )
 
 // gpuWeights are the model's parameters on the GPU, carved out of one
@@ -74,16 +74,23 @@ func (h *hostImage) f16(src []float32) devPtr {
 }
 
 // uploadWeights converts w to the GPU layout and copies it in one transfer.
-// The device's forward is GPT-2's, so it reads GPT-2's tensors by name; the
-// matrices are already (out, in) in model.Weights' canonical layout.
+// The family's Program, lowered onto the device's fused step, names the
+// tensors each step reads; the matrices are already (out, in) in
+// model.Weights' canonical layout.
 func uploadWeights(g *gpu, w *model.Weights) (gpuWeights, error) {
 	c := w.Config
-	if c.Family != gpt2.Family.Name {
-		return gpuWeights{}, fmt.Errorf("cuda: the %s family is not implemented (only %s)", c.Family, gpt2.Family.Name)
+	f, err := arch.Lookup(c.Family)
+	if err != nil {
+		return gpuWeights{}, fmt.Errorf("cuda: %w", err)
 	}
+	lp, err := lowerProgram(f.Program(c), c)
+	if err != nil {
+		return gpuWeights{}, fmt.Errorf("cuda: the %s family: %w", f.Title, err)
+	}
+	names := lp.layer
 	t := make(map[string][]float32)
-	for _, name := range []string{gpt2.WTE, gpt2.WPE, gpt2.LNFW, gpt2.LNFB, gpt2.LN1W, gpt2.LN1B, gpt2.QKVW, gpt2.QKVB,
-		gpt2.AttProjW, gpt2.AttProjB, gpt2.LN2W, gpt2.LN2B, gpt2.FCW, gpt2.FCB, gpt2.FCProjW, gpt2.FCProjB} {
+	for _, name := range []string{lp.tokenEmbedding, lp.positionEmbedding, lp.lnfW, lp.lnfB, names.ln1W, names.ln1B, names.qkvW,
+		names.qkvB, names.attProjW, names.attProjB, names.ln2W, names.ln2B, names.fcW, names.fcB, names.fcProjW, names.fcProjB} {
 		x, err := w.Tensor(name)
 		if err != nil {
 			return gpuWeights{}, fmt.Errorf("cuda: %w", err)
@@ -93,33 +100,33 @@ func uploadWeights(g *gpu, w *model.Weights) (gpuWeights, error) {
 	L, C := c.NumLayers, c.Channels
 	h := &hostImage{buf: make([]byte, 0, 2*c.NumParameters()+64<<10)}
 	var gw gpuWeights
-	gw.wte = h.f16(t[gpt2.WTE])
+	gw.wte = h.f16(t[lp.tokenEmbedding])
 	// Zero rows up to the padded vocabulary: the LM head then computes
 	// vocabPadded columns (a multiple of 128, which cuBLASLt's Hopper kernels
 	// need; V = 50257 columns got a Turing-era kernel at 1/4 of the speed),
 	// and the sampler never reads the extra ones.
 	h.buf = append(h.buf, make([]byte, 2*(paddedVocab(c.VocabSize)-c.VocabSize)*C)...)
-	gw.wpe = h.f16(t[gpt2.WPE])
-	gw.lnfW = h.f32(t[gpt2.LNFW])
-	gw.lnfB = h.f32(t[gpt2.LNFB])
+	gw.wpe = h.f16(t[lp.positionEmbedding])
+	gw.lnfW = h.f32(t[lp.lnfW])
+	gw.lnfB = h.f32(t[lp.lnfB])
 	slice := func(name string, l int) []float32 { x := t[name]; n := len(x) / L; return x[l*n : (l+1)*n] }
 	gw.layers = make([]gpuLayer, L)
 	for l := 0; l < L; l++ {
-		ly := &gw.layers[l]
-		ly.ln1W, ly.ln1B = h.f32(slice(gpt2.LN1W, l)), h.f32(slice(gpt2.LN1B, l))
-		ly.qkvW = h.f16(slice(gpt2.QKVW, l))
-		ly.qkvB = h.f16(slice(gpt2.QKVB, l))
-		ly.attProjW = h.f16(slice(gpt2.AttProjW, l))
-		ly.attProjB = h.f32(slice(gpt2.AttProjB, l))
-		ly.attProjB16 = h.f16(slice(gpt2.AttProjB, l))
-		ly.ln2W, ly.ln2B = h.f32(slice(gpt2.LN2W, l)), h.f32(slice(gpt2.LN2B, l))
-		ly.fcW = h.f16(slice(gpt2.FCW, l))
-		ly.fcB = h.f16(slice(gpt2.FCB, l))
-		s, b := lnFoldRows(slice(gpt2.LN2W, l), slice(gpt2.LN2B, l), slice(gpt2.FCW, l), slice(gpt2.FCB, l))
-		ly.fcLNs, ly.fcLNb = h.f32(s), h.f32(b)
-		ly.fcProjW = h.f16(slice(gpt2.FCProjW, l))
-		ly.fcProjB = h.f32(slice(gpt2.FCProjB, l))
-		ly.fcProjB16 = h.f16(slice(gpt2.FCProjB, l))
+		gl := &gw.layers[l]
+		gl.ln1W, gl.ln1B = h.f32(slice(names.ln1W, l)), h.f32(slice(names.ln1B, l))
+		gl.qkvW = h.f16(slice(names.qkvW, l))
+		gl.qkvB = h.f16(slice(names.qkvB, l))
+		gl.attProjW = h.f16(slice(names.attProjW, l))
+		gl.attProjB = h.f32(slice(names.attProjB, l))
+		gl.attProjB16 = h.f16(slice(names.attProjB, l))
+		gl.ln2W, gl.ln2B = h.f32(slice(names.ln2W, l)), h.f32(slice(names.ln2B, l))
+		gl.fcW = h.f16(slice(names.fcW, l))
+		gl.fcB = h.f16(slice(names.fcB, l))
+		s, b := lnFoldRows(slice(names.ln2W, l), slice(names.ln2B, l), slice(names.fcW, l), slice(names.fcB, l))
+		gl.fcLNs, gl.fcLNb = h.f32(s), h.f32(b)
+		gl.fcProjW = h.f16(slice(names.fcProjW, l))
+		gl.fcProjB = h.f32(slice(names.fcProjB, l))
+		gl.fcProjB16 = h.f16(slice(names.fcProjB, l))
 	}
 	h.align()
 	base, err := g.drv.memAlloc(len(h.buf))

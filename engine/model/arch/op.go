@@ -62,6 +62,16 @@ const (
 	NumBufs
 )
 
+var bufNames = [...]string{BufResidual: "residual", BufNorm: "norm", BufQKV: "qkv", BufAtt: "att", BufProj: "proj",
+	BufHidden: "hidden", BufLogits: "logits"}
+
+func (b Buf) String() string {
+	if int(b) < len(bufNames) {
+		return bufNames[b]
+	}
+	return "Buf(" + strconv.Itoa(int(b)) + ")"
+}
+
 // Op is one step of a forward pass: Kind applied to buffer In and the
 // tensors it names, writing buffer Out. Sizes are explicit, so a device can
 // check every tensor's length once and then run the op without looking
