@@ -5,10 +5,11 @@
 // and the small offline drivers that run inside them.
 //
 // Each backend gets its own environment because their pins conflict (torch
-// builds in particular; see ../shared/seeds/001 and
-// ../shared/reference/backends-and-traces.md §1.1, §2.1, §3.1). The package
-// imports nothing of the project: harness/backend builds server commands on
-// top of it and cmd/bench prints what it returns.
+// builds in particular: vllm 0.13.0 ran with torch 2.9.0, sglang 0.5.7 pins
+// torch 2.9.1, tensorrt_llm 1.1.0 brings a torch 2.7/2.8; requirements/*.txt
+// say where each pin comes from). The package imports nothing of the
+// project: harness/backend builds server commands on top of it and cmd/bench
+// prints what it returns.
 package envs
 
 import (

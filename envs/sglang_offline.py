@@ -2,7 +2,7 @@
 
     python sglang_offline.py --job JOB.json [--out RESULT.json]
 
-As the original harness (rosellm-inventory.md B.4): sglang's Engine with
+As the original harness's offline driver did: sglang's Engine with
 skip_tokenizer_init (prompts go in as input_ids), the job's attention and
 sampling backends, dtype and seed; a greedy warmup of up to 16 prompts; then
 one timed generate over every prompt. Output tokens are the sum of

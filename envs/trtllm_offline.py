@@ -2,7 +2,7 @@
 
     python trtllm_offline.py --job JOB.json [--out RESULT.json]
 
-As the original harness (rosellm-inventory.md B.4): LLM arguments from
+As the original harness's offline driver did: LLM arguments from
 tensorrt_llm.commands.serve.get_llm_args with max_batch_size, max_num_tokens =
 max_batch_size * max_seq_len and max_seq_len = max(16, in + out + 8);
 skip_tokenizer_init and dtype; the TensorRT backend (the default: GPT-2 has no

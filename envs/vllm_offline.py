@@ -2,7 +2,7 @@
 
     python vllm_offline.py --job JOB.json [--out RESULT.json]
 
-As the original harness (rosellm-inventory.md B.4): vllm.LLM with the job's
+As the original harness's offline driver did: vllm.LLM with the job's
 dtype, tensor parallel size, attention backend, max_num_seqs and async
 scheduling; unsupported keyword arguments are dropped and recorded; a one-token
 greedy warmup; then one timed generate over every prompt as token ids with

@@ -1,6 +1,6 @@
-// Package plots draws the benchmark figures of the original harness (inventory
-// E.6) with gonum/plot: online latency against trace scale and offline
-// throughput bars, as PNG and SVG. It reads only results types; the same input
+// Package plots draws the benchmark figures of the original harness with
+// gonum/plot: online latency against trace scale and offline throughput
+// bars, as PNG and SVG. It reads only results types; the same input
 // always gives the same bytes (no clocks, no map order, fonts embedded).
 package plots
 

@@ -21,7 +21,7 @@ type seriesStyle struct {
 	Marker string
 }
 
-// fixedStyles are the original's colors and markers (inventory E.5).
+// fixedStyles are the original harness's colors and markers.
 var fixedStyles = map[string]seriesStyle{
 	"roseinfer":            {hex("#1f77b4"), "o"},
 	"roseinfer+flashinfer": {hex("#9467bd"), "D"},

@@ -3,7 +3,7 @@ package traces
 import "errors"
 
 // Context fits trace lengths into a model's context exactly as the original
-// harness did (rosellm-inventory C.3). Zero MaxInputLen/MaxOutputLen mean
+// harness did (rules quoted on Clamp). Zero MaxInputLen/MaxOutputLen mean
 // "not set" (the original's None; its --max-output-len defaults to 128).
 type Context struct {
 	ModelMaxLen    int // the model's max context (GPT-2: 1024)

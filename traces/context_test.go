@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// Worked examples of rosellm-inventory C.3, each computed by hand from the
-// rules quoted on Context.Clamp.
+// Worked examples of the original harness's length rules, each computed by
+// hand from the rules quoted on Context.Clamp.
 func TestContextClamp(t *testing.T) {
 	gpt2 := Context{ModelMaxLen: 1024, OverheadTokens: 8, MaxOutputLen: 128}
 	tests := []struct {

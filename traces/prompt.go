@@ -87,9 +87,9 @@ func BuildPrompts(rows []Row, opts PromptOptions) ([][]int32, error) {
 	return prompts, nil
 }
 
-// BaseSequence is the original harness's base prompt (rosellm-inventory
-// C.5): numTokens ids drawn with Python's random.Random(seed).randint(0,
-// max(1, vocabSize/2)), bit for bit the ids the original drew.
+// BaseSequence is the original harness's base prompt: numTokens ids drawn
+// with Python's random.Random(seed).randint(0, max(1, vocabSize/2)), bit for
+// bit the ids the original drew.
 //
 // With a codec it then does what the original did for text prompts: decode
 // and re-encode; if the length changed, take the re-encoded ids, pad them

@@ -6,7 +6,7 @@ import (
 )
 
 // Schedule returns each row's send time in seconds after the replay start:
-// t = (timestamp − min timestamp) · scale + offsetS (rosellm-inventory C.4).
+// t = (timestamp − min timestamp) · scale + offsetS, as the original harness.
 // A scale below 1 compresses the trace (more load). Rows keep their order.
 func Schedule(rows []Row, scale, offsetS float64) ([]float64, error) {
 	if !(scale > 0) || math.IsInf(scale, 0) {

@@ -6,8 +6,8 @@
 // milliseconds, so a 300 µs time.Sleep on an idle 2-core machine returns
 // ~0.8 ms late (measured p50 821 µs, p99 883 µs; see golang/go#44343). The
 // sim device and the replay dispatcher need steps and sends on time to tens
-// of µs, and used to spin for it, which on 2 cores starved the HTTP
-// goroutines they were measuring. A Linux timerfd, read through the
+// of µs; spinning for it instead starves, on 2 cores, the HTTP goroutines
+// they measure. A Linux timerfd, read through the
 // netpoller, wakes the goroutine when the kernel's hrtimer fires (measured
 // late p50 50 µs, p99 112 µs for the same sleeps; BenchmarkLateness) and
 // costs no CPU while waiting. The read also carries the target as its

@@ -118,7 +118,7 @@ func (s *Server) maxPromptBytes() int { return s.cfg.MaxModelLen * maxBytesPerTo
 
 // parseTokenIDs reads a JSON list of token ids (raw is valid JSON: the body
 // was decoded) with a scanner of its own: gjson and encoding/json both
-// parse every number as a float first, which was most of the cost of a
+// parse every number as a float first, which is most of the cost of a
 // long token-id prompt. Every element must be an integer inside the
 // vocabulary.
 func (s *Server) parseTokenIDs(raw json.RawMessage) ([]int32, *Error) {

