@@ -267,8 +267,8 @@ func (d *Device) pairCounter(l, N int) devPtr {
 
 // foldedProjection writes out (N x oc, rows of oc) = x (N x C) @ w^T
 // through gemm_wg.cu with a LayerNorm fold epilogue (mode, ln; bias32 as
-// the mode takes it) and marks name's span. lnFold chose the fold for N
-// rows, so gemm_wg.cu declining the projection is a bug.
+// the mode takes it) and tells the hook name is done. lnFold chose the fold
+// for N rows, so gemm_wg.cu declining the projection is a bug.
 func (d *Device) foldedProjection(out, x, w, bias32 devPtr, N, oc, mode int, ln wgLNArgs, name string) error {
 	ok, err := d.wgLN(out, oc, x, w, 0, bias32, N, d.cfg.Channels, oc, mode, ln)
 	if err == nil && !ok {
@@ -321,7 +321,7 @@ func (d *Device) residualGemm(inp, w, bias32, bias16 devPtr, N, K int) error {
 
 // lnProjection writes out(N, oc) fp16 = LayerNorm(residual; lnW, lnB) @ w^T
 // + bias16 [then GELU] through a LayerNorm kernel into act.ln and
-// projection. name marks the projection's span.
+// projection, then tells the hook name (the projection) is done.
 func (d *Device) lnProjection(out devPtr, ldo int, lnW, lnB, w, bias16 devPtr, N, oc int, gelu bool, name string) error {
 	if err := d.layernorm(d.act.ln, d.act.residual, 0, lnW, lnB, N, d.cfg.LayerNormEpsilon); err != nil {
 		return err

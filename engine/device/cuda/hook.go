@@ -4,7 +4,7 @@ import "time"
 
 // stepHook is the one place instrumentation plugs into a step: GPU spans
 // (spans.go) and, in cudalab builds, the per-op profile and the step
-// statistics (lab_profile.go, lab_stats.go). Device.hook is nil unless one
+// statistics (lab_profile.go, lab_stats.go). Device.instr.hook is nil unless one
 // of them is on, and every call site is a nil check, so the product's steps
 // pay nothing for it and a captured decode graph holds the same kernels.
 //
