@@ -35,10 +35,15 @@ cpu-numbers: build
 	bash harness/cpu_numbers.sh
 
 # GPU: build here (no CUDA needed), run on the GPU machine with only the binaries.
+# The cudalab tag adds the CUDA device's lab (engine/device/cuda/lab_*.go):
+# cudabench needs it, the test binary tests it too, and .gpu/lab's bench and
+# roseinfer print the device's step statistics (serving_check.sh).
 gpu-build:
-	mkdir -p .gpu
-	$(GO) test -c -o .gpu/cuda.test ./engine/device/cuda
-	$(GO) build $(VCS) -o .gpu/cudabench ./engine/device/cuda/cmd/cudabench
+	mkdir -p .gpu/lab
+	$(GO) test -c -tags cudalab -o .gpu/cuda.test ./engine/device/cuda
+	$(GO) build -tags cudalab $(VCS) -o .gpu/cudabench ./cmd/cudabench
+	$(GO) build -tags cudalab $(VCS) -o .gpu/lab/bench ./cmd/bench
+	$(GO) build -tags cudalab $(VCS) -o .gpu/lab/roseinfer ./cmd/roseinfer
 
 # The whole stack (bench + roseinfer on CUDA): issue 4's offline/online figures and feature A/Bs.
 gpu-stack-build:

@@ -22,44 +22,37 @@ func TestWideDecodeLogits(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		warps, wgRows, S, graph int
-		noSplitK                bool // Options.NoWgmmaSplitK
-		noLNFold                bool // Options.NoWgmmaLNFold
-		noPair                  bool // Options.NoWgmmaPair
+		force    forcedPaths
+		S, graph int
 	}{
-		{0, 0, 72, 80, false, false, false},
-		{-1, 0, 72, 80, false, false, false},
-		{0, 64, 72, 80, false, false, false}, // cuBLASLt; by default gemm_wg over two row tiles, the second mostly padding
-		{0, 0, 72, 80, true, false, false},
-		{0, 0, 72, 80, false, true, false},
-		{0, 0, 72, 80, false, false, true},
-		{0, 0, 44, 48, false, false, false},
-		{0, -1, 44, 48, false, false, false},
+		{forcedPaths{}, 72, 80},
+		{forcedPaths{cuBLASLt: true}, 72, 80}, // the projections of GPUs without sm_90a
+		{forcedPaths{noPair: true}, 72, 80},   // attproj and fc as two grids, as under MPS partitioning
+		{forcedPaths{}, 44, 48},
+		{forcedPaths{cuBLASLt: true}, 44, 48},
 	} {
-		name := fmt.Sprintf("DecodeWarpsPerSM %d, WgmmaGemmRows %d, NoWgmmaSplitK %v, NoWgmmaLNFold %v, NoWgmmaPair %v, %d sequences", c.warps,
-			c.wgRows, c.noSplitK, c.noLNFold, c.noPair, c.S)
-		d := newTestDevice(t, w, Options{MaxStepTokens: 4096, MaxSeqs: 128, DecodeWarpsPerSM: c.warps, WgmmaGemmRows: c.wgRows,
-			NoWgmmaSplitK: c.noSplitK, NoWgmmaLNFold: c.noLNFold, NoWgmmaPair: c.noPair})
+		name := fmt.Sprintf("forced %+v, %d sequences", c.force, c.S)
+		d := newTestDevice(t, w, Options{MaxStepTokens: 4096, MaxSeqs: 128, force: c.force})
 		S := c.S
 		nsplit, r4 := d.decodeSplits(c.graph)
-		if c.S == 72 && r4 != (c.warps == 0) {
+		if c.S == 72 && !r4 {
 			t.Fatalf("%s: %d splits, 80-register kernel %v", name, nsplit, r4)
 		}
 		wg := d.useWG(c.graph, w.Config.Channels, gemvOut16Bias)
-		if want := c.graph <= d.opts.WgmmaGemmRows && kernelArch(wgFile, d.g.arch, d.g.nv.major) != ""; wg != want {
+		if want := !c.force.cuBLASLt && kernelArch(wgFile, d.g.arch, d.g.nv.major) != ""; wg != want {
 			t.Fatalf("%s: gemm_wg %v at %d rows, want %v", name, wg, c.graph, want)
 		}
-		// fcproj (K = 4C = 1024 here: two slices) goes through gemm_wg too unless NoWgmmaSplitK.
-		if split := d.useWG(c.graph, 4*w.Config.Channels, gemvResidual); split != (wg && !c.noSplitK) {
+		// fcproj (K = 4C = 1024 here: two slices) goes through gemm_wg too.
+		if split := d.useWG(c.graph, 4*w.Config.Channels, gemvResidual); split != wg {
 			t.Fatalf("%s: fcproj through gemm_wg %v at %d rows", name, split, c.graph)
 		}
-		// The LayerNorm before fc folds into attproj and fc wherever gemm_wg takes them, unless NoWgmmaLNFold.
+		// The LayerNorm before fc folds into attproj and fc wherever gemm_wg takes them.
 		fold := d.lnFold(c.graph)
-		if fold != (wg && !c.noLNFold) {
+		if fold != wg {
 			t.Fatalf("%s: LayerNorm fold %v at %d rows", name, fold, c.graph)
 		}
-		// Folded, attproj and fc run as one grid (here every tile is 16 columns wide) unless NoWgmmaPair.
-		if _, _, pair := d.pairShape(c.graph); pair != (fold && !c.noPair) {
+		// Folded, attproj and fc run as one grid (here every tile is 16 columns wide) unless forced apart.
+		if _, _, pair := d.pairShape(c.graph); pair != (fold && !c.force.noPair) {
 			t.Fatalf("%s: gemm_wg_pair %v at %d rows", name, pair, c.graph)
 		}
 		t.Logf("%s: %d key splits, 80-register kernel %v, gemm_wg %v", name, nsplit, r4, wg)
@@ -97,7 +90,7 @@ func TestWideDecodeLogits(t *testing.T) {
 			if out, err = d.Forward(&batch, out); err != nil {
 				t.Fatalf("decode step %d: %v", step, err)
 			}
-			plan := &d.stage[(d.next+len(d.stage)-1)%len(d.stage)].plan
+			plan := &d.queue.stage[(d.queue.next+len(d.queue.stage)-1)%len(d.queue.stage)].plan
 			if plan.graphBatch != c.graph {
 				t.Fatalf("%s, decode step %d: graph batch %d, want %d", name, step, plan.graphBatch, c.graph)
 			}

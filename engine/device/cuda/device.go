@@ -1,16 +1,3 @@
-// Package cuda is roseinfer's NVIDIA GPU device: GPT-2 in fp16 with fp32
-// accumulation, a paged KV cache in one device allocation, attention over
-// mixed prefill chunks and decode tokens, sampling on the GPU, CUDA graphs for
-// decode steps and an asynchronous Submit/Collect pair for overlap scheduling.
-//
-// Nothing is linked at build time: libcuda, libnvrtc and libcublasLt are
-// opened at run time through purego (CGO_ENABLED=0 builds), and the kernels
-// (kernels/*.cu, embedded) are compiled by NVRTC for the GPU at hand on first
-// use and cached on disk. On a machine without CUDA, Available reports what is
-// missing and New fails with the same error.
-//
-// It implements device.Device, device.AsyncDevice and phase.SpanReporter; it
-// imports engine/model, engine/device and engine/profile/phase only.
 package cuda
 
 import (
@@ -18,7 +5,6 @@ import (
 	"math"
 	"os"
 	"runtime"
-	"strconv"
 	"time"
 	"unsafe"
 
@@ -26,7 +12,6 @@ import (
 
 	"github.com/roseinfer/roseinfer/engine/device"
 	"github.com/roseinfer/roseinfer/engine/model"
-	"github.com/roseinfer/roseinfer/engine/profile/phase"
 )
 
 // Options tune the device. The zero value is valid: DefaultOptions' values
@@ -43,83 +28,33 @@ type Options struct {
 	// GraphBatchSizes are the decode batch sizes captured as CUDA graphs; a
 	// decode step is padded to the next one (larger steps run eagerly).
 	GraphBatchSizes []int
-	// SimplePrefillAttention uses the CUDA-core prefill attention kernel
-	// instead of the tensor-core one (which needs head size 64): an A/B switch
-	// and a fallback.
-	SimplePrefillAttention bool
 	// GPUMemoryUtilization is the fraction of the GPU's memory the process
 	// may use (weights + activations + KV cache) when New is given
 	// KVConfig.NumBlocks <= 0; KVConfig() then reports the blocks chosen.
 	GPUMemoryUtilization float64
-	// GemvMaxRows: steps of at most this many token rows (small-batch
-	// decode) run their projections through the tensor-core GEMV kernels
-	// with LayerNorm fused (gemv.cu) instead of LayerNorm kernels and
-	// cuBLASLt. 0 = the default, negative = never (the A/B switch).
-	GemvMaxRows int
-	// BlockDecodeAttention uses the block-per-(sequence, head) decode
-	// attention kernel instead of the warp-per-(sequence, head) one (head
-	// size 64 only; other sizes always use the block kernel): an A/B switch.
-	BlockDecodeAttention bool
-	// SkinnyGemmRows: steps of more than GemvMaxRows and at most this many
-	// (<= 128) token rows run the layer projections through the split-K
-	// tensor-core kernel (gemm_skinny.cu) instead of cuBLASLt. 0 = the
-	// default (32: on the H100 it beats cuBLASLt at 24 and 32 rows and
-	// loses at 48 and above), negative = never.
-	SkinnyGemmRows int
-	// WgmmaGemmRows: steps of more token rows than GemvMaxRows and
-	// SkinnyGemmRows and at most this many run their qkv, attention and fc
-	// projections (K = C <= 768), and fcproj unless NoWgmmaSplitK, through
-	// gemm_wg.cu (TMA + wgmma, sm_90a) instead of cuBLASLt. 0 = the default (128: on the H100 decode steps
-	// of batch 48-128 are 3-12% faster), negative = never (the A/B switch).
-	WgmmaGemmRows int
-	// NoWgmmaSplitK leaves the projection with K > 768 (fcproj) to cuBLASLt
-	// instead of gemm_wg.cu with K split over blocks whose sums are added
-	// into the residual stream (fp32 atomics: the last bits of the sums may
-	// differ between runs): the A/B switch.
-	NoWgmmaSplitK bool
-	// NoWgmmaLNFold keeps the LayerNorm kernel before fc where gemm_wg.cu
-	// takes attproj and fc, instead of folding it into their epilogues
-	// (attproj leaves x * gamma and each row's sum and sum of squares, fc
-	// applies rstd, the mean and gamma W^T, beta W^T + b): the A/B switch.
-	NoWgmmaLNFold bool
-	// NoWgmmaPair runs the folded attproj and fc as two kernels instead of
-	// one grid with a grid barrier between them (gemm_wg_pair, gemm_wg.cu):
-	// the A/B switch.
-	NoWgmmaPair bool
-	// NoPDL launches kernels without programmatic dependent launch (each
-	// kernel then starts only when the previous one has finished): the A/B
-	// switch for the kernels' early weight fetch (common.cuh).
-	NoPDL bool
-	// NoPrewarm skips planning and tuning every GEMM bucket, capturing every
-	// decode graph and running a mixed step when the device starts
-	// (prewarm.go); those costs then fall on the first steps that need them.
-	// ROSEINFER_CUDA_PREWARM=0 does the same: the A/B switch.
-	NoPrewarm bool
 	// ChunkRows: a step whose sequences each bring at most this many tokens
 	// (decode steps, and the short uncached tail of a prompt whose prefix is
 	// cached, alone or beside decodes) runs as one-token rows through the
 	// decode attention kernels and, padded like a decode step, a captured
 	// graph, instead of eagerly with the prefill kernels. 0 = the default
-	// (16), negative = only one-token sequences (the A/B switch);
-	// ROSEINFER_CUDA_CHUNK_ROWS overrides it.
+	// (16), negative = only one-token sequences (--cuda-chunk-rows).
 	ChunkRows int
-	// NoTiledLMHead runs the small-step LM head through gemv.cu and lets the
-	// sampler scan whole logit rows, instead of lmhead.cu and its tile
-	// maxima: the A/B switch.
-	NoTiledLMHead bool
-	// DecodeWarpsPerSM: decode steps whose (sequence, head) pairs take 8
-	// key splits or fewer and leave room for 2 (batch 11-132 on the H100,
-	// GPT-2's 12 heads) split them for up to this many warps an SM, 2, 4 or
-	// 8 splits, through the 80-register warp kernel (decodeSplits). 0 = the
-	// default (24: batch 16-128 2-5% faster on the H100 than 8 warps an SM
-	// through the 128-register kernels), negative = never (the A/B switch).
-	DecodeWarpsPerSM int
-	// FP32Logits keeps cuBLASLt's LM head (steps of 17+ sampled rows)
-	// writing fp32 logits, as the LM head kernels of our own do for fewer
-	// rows, instead of fp16 ones (summed in fp32 either way; fp16 halves the
-	// bytes written and read, as vLLM's logits in the model's dtype): the
-	// A/B switch.
-	FP32Logits bool
+
+	// force makes the device take fallback paths it otherwise takes only on
+	// other GPUs, drivers or model shapes, so that the tests cover them on
+	// one H100. Only the package's tests set it.
+	force forcedPaths
+}
+
+// forcedPaths are the fallbacks a test can force (doc.go lists when each is
+// taken for real).
+type forcedPaths struct {
+	cuBLASLt      bool // LayerNorm kernels and cuBLASLt for every projection and the LM head (no gemv.cu, gemm_skinny.cu, gemm_wg.cu)
+	blockDecode   bool // the block-per-(sequence, head) decode attention kernel
+	simplePrefill bool // the CUDA-core prefill attention kernel
+	gemvLMHead    bool // the small-step LM head through gemv.cu, the sampler scanning whole rows (no lmhead.cu)
+	noPair        bool // the folded attproj and fc as two gemm_wg.cu grids (no gemm_wg_pair)
+	noPDL         bool // launches without programmatic dependent launch
 }
 
 // DefaultOptions are used for every zero field of Options.
@@ -128,12 +63,16 @@ var DefaultOptions = Options{
 	MaxSeqs:              256,
 	GraphBatchSizes:      []int{1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256},
 	GPUMemoryUtilization: 0.9,
-	GemvMaxRows:          maxGemvRows,
-	SkinnyGemmRows:       32,
-	WgmmaGemmRows:        128,
 	ChunkRows:            16,
-	DecodeWarpsPerSM:     24,
 }
+
+// Which kernels take a step's projections, by its token rows: gemv.cu up
+// to maxGemvRows, gemm_skinny.cu up to skinnyGemmRows, gemm_wg.cu up to
+// wgGemmRows, cuBLASLt above (docs/cuda.md has the measurements).
+const (
+	skinnyGemmRows = 32  // on the H100 gemm_skinny.cu beats cuBLASLt at 24 and 32 rows and loses at 48 and above
+	wgGemmRows     = 128 // on the H100 decode steps of batch 48-128 are 3-12% faster through gemm_wg.cu than cuBLASLt
+)
 
 // Device runs GPT-2 steps on one GPU. Methods are called from one goroutine
 // at a time (the engine loop); each call locks that goroutine to its OS
@@ -144,56 +83,101 @@ type Device struct {
 	kv   device.KVConfig
 	opts Options
 
-	w   gpuWeights
-	act activations
+	w           gpuWeights
+	act         activations
+	vocabPadded int // logits row stride (V rounded up to 128)
+	cache       kvCache
 
-	kvBase       devPtr
-	kvLayerBytes int
+	k      kernelSet  // the kernels forward launches
+	path   pathChoice // which kernels take which steps
+	tma    wgMaps     // gemm_wg.cu's tensor maps
+	queue  stepQueue  // staging and the steps in flight (overlap)
+	graphs graphCache // captured decode graphs
+	instr  instrumentation
+	closed bool
+}
+
+// kvCache is the paged KV cache: one allocation holding every block.
+type kvCache struct {
+	base         devPtr
+	layerBytes   int   // one layer's K (or V) of every block
 	maxBlocks    int   // block table row length: ceil(maxT / B)
 	scratchBlock int32 // one extra KV block that padding rows write into
-	vocabPadded  int   // logits row stride (V rounded up to 128)
-	prefillTile  int   // query rows per prefill attention block (the kernel's BR)
-
-	kEncoder, kLayerNorm, kResidualAdd, kKVWrite, kDecode, kDecodeSplits, kDecodeSplitsR4, kCombine, kPrefill, kSample kernel
-	kGemv                                                                                                              [2][2][2]kernel // [layernorm][rows > 8][2 column tiles]
-	kSampleH                                                                                                           kernel          // sample_rows_h: the sampler over fp16 logits (halfLogits)
-	kLMHead                                                                                                            [2]kernel       // [rows > 8], lmhead.cu
-	skinnyVariant                                                                                                      *skinnyKernel   // nil: skinnyKernelFor (SetSkinnyVariant)
-	warpDecode, gemvOK, skinnyOK, lmheadOK, wgOK, wgPairOK                                                             bool
-	wgMaps                                                                                                             map[devPtr]uintptr // a matrix's TMA descriptor in wgArena (gemm_wg.go)
-	wgArena                                                                                                            *cArena
-	wgCluster                                                                                                          int // column tiles sharing x rows in gemm_wg.cu
-	noFusedResidual, residualTried                                                                                     bool
-
-	stage     [2]staging // pinned host buffers, alternating so one step can be queued while another runs
-	next      int        // stage the next Submit uses
-	pending   []int      // stages submitted and not yet collected, oldest first
-	prevRow   map[uint64]int
-	graphs    map[graphKey]*decodeGraph
-	retired   []decodeGraph // replaced graphs (spans.go), freed by dropGraphs
-	closed    bool
-	prof      *opProfile
-	capturing bool // a decode graph is being captured on the stream
-
-	spansOn   bool                // phase.SpanReporter: time each step's GPU work
-	lastSpans [3]phase.DeviceSpan // of the step Collect returned last (spans.go)
-	nSpans    int                 // how many of lastSpans are valid
-	// The sampler's event (spans.go): forward records sampleEvent right
-	// before the sampler kernel (0: none) and sets sampleRecorded; graphs
-	// captured once graphSample is set carry a node for it, which records
-	// sampleSpare when the step is not timed.
-	sampleEvent, sampleSpare    uintptr
-	sampleRecorded, graphSample bool
-
-	stats *deviceStats // ROSEINFER_CUDA_STATS; nil when off
 }
+
+// kernelSet are the kernels resolveKernels picked for the model.
+type kernelSet struct {
+	encoder, layerNorm, residualAdd, kvWrite, combine kernel
+	decode, decodeSplits, decodeSplitsR4, prefill     kernel
+	sample, sampleH                                   kernel          // sample_rows over fp32 logits, sample_rows_h over fp16 (halfLogits)
+	gemv                                              [2][2][2]kernel // [layernorm][rows > 8][2 column tiles]
+	lmHead                                            [2]kernel       // [rows > 8], lmhead.cu
+}
+
+// pathChoice is which kernels take which steps, decided once at New from
+// the GPU, the driver and the model's shape (doc.go's Fallbacks), except
+// noFusedResidual, which the first residual GEMM that cuBLASLt declines
+// sets for good.
+type pathChoice struct {
+	prefillTile int  // query rows per prefill attention block (the kernel's BR)
+	warpDecode  bool // the warp-per-(sequence, head) decode attention kernels (head size 64)
+	gemvOK      bool // gemv.cu takes steps of up to maxGemvRows rows
+	skinnyOK    bool // gemm_skinny.cu takes steps of up to skinnyRows rows
+	lmheadOK    bool // lmhead.cu takes small steps' LM head
+	wgOK        bool // gemm_wg.cu takes steps of up to wgRows rows
+	wgPairOK    bool // gemm_wg_pair may run (every SM is this process's)
+
+	skinnyRows, wgRows int           // skinnyGemmRows and wgGemmRows (cudabench's projection diagnostics move them)
+	skinnyVariant      *skinnyKernel // nil: skinnyKernelFor (cudabench's projection diagnostics pick one)
+
+	noFusedResidual, residualTried bool // cuBLASLt has no fp16-in/fp32-out residual GEMM: add it with residual_add
+}
+
+// wgMaps are the TMA descriptors gemm_wg.cu's launches pass: each
+// matrix's, in C memory (buildWGMaps).
+type wgMaps struct {
+	maps  map[devPtr]uintptr
+	arena *cArena
+}
+
+// numStages is how many steps may be in flight at once.
+const numStages = 2
+
+// stepQueue holds the steps between Submit and Collect.
+type stepQueue struct {
+	stage   [numStages]staging // pinned host buffers, alternating so one step can be queued while another runs
+	next    int                // stage the next Submit uses
+	pending []int              // stages submitted and not yet collected, oldest first
+	prevRow map[uint64]int     // each sequence's row in the last submitted step, for the on-GPU token hand-off
+}
+
+// graphCache holds the captured decode graphs.
+type graphCache struct {
+	byKey     map[graphKey]*decodeGraph
+	retired   []decodeGraph // replaced graphs (retireGraphs), freed by dropGraphs
+	capturing bool          // a decode graph is being captured on the stream
+}
+
+// instrumentation is what observes steps: the hook (hook.go; nil when
+// nothing does), the GPU spans behind phase.SpanReporter (nil until first
+// enabled) and what prewarm took, for the lab's statistics.
+type instrumentation struct {
+	hook          stepHook
+	spans         *spanHook
+	prewarmTook   time.Duration
+	prewarmGraphs int
+}
+
+// labHooks are called by New once the device is ready: cudalab builds
+// register the step statistics here (lab_stats.go). Empty in the product.
+var labHooks []func(*Device) error
 
 // staging is one step's pinned host memory: inputs going up, samples coming
 // down, and the event that marks the samples as arrived. Each stage has its
 // own device copy of the inputs, so a step's inputs can go up while the
 // previous step (the other stage) still reads its own.
 type staging struct {
-	index  int // in Device.stage
+	index  int // in stepQueue.stage
 	in     []int32
 	devIn  devPtr  // the inputs on the device, read by the step's kernels
 	copied uintptr // event: devIn holds this step's inputs
@@ -203,16 +187,6 @@ type staging struct {
 	inPtr  unsafe.Pointer
 	outPtr unsafe.Pointer // out's memory, mapped into the GPU's address space
 	outDev devPtr         // outPtr's device address
-
-	spanStart, spanEnd uintptr // timing events around the step's GPU work, while spans or stats are on
-	timed              bool    // this step recorded them
-	spanSample         uintptr // timing event right before the sampler kernel, while spans are on
-	sampleTimed        bool    // this step recorded it
-
-	kind       stepKind      // for the stats (on)
-	submitAt   time.Time     // when Submit began (stats on)
-	submitHost time.Duration // how long Submit took (stats on)
-	gap        time.Duration // from the last Collect's return to this Submit (stats on)
 }
 
 // New uploads w (as fp16) to the GPU, allocates the KV cache (kv.NumBlocks
@@ -228,13 +202,6 @@ func New(w *model.Weights, kv device.KVConfig, opts Options) (*Device, error) {
 	if kv.BlockSizeTokens <= 0 {
 		return nil, fmt.Errorf("cuda: KV block size %d must be positive", kv.BlockSizeTokens)
 	}
-	if v := os.Getenv("ROSEINFER_CUDA_CHUNK_ROWS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return nil, fmt.Errorf("cuda: ROSEINFER_CUDA_CHUNK_ROWS=%q: want an integer (negative: one-token sequences only)", v)
-		}
-		opts.ChunkRows = n
-	}
 	opts = withDefaults(opts)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -242,20 +209,20 @@ func New(w *model.Weights, kv device.KVConfig, opts Options) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	g.pdl = !opts.NoPDL
-	d := &Device{g: g, cfg: w.Config, kv: kv, opts: opts, prevRow: map[uint64]int{}, graphs: map[graphKey]*decodeGraph{}, stats: newDeviceStats()}
+	g.pdl = !opts.force.noPDL
+	d := &Device{g: g, cfg: w.Config, kv: kv, opts: opts}
+	d.queue.prevRow = map[uint64]int{}
+	d.graphs.byKey = map[graphKey]*decodeGraph{}
 	if err := d.init(w); err != nil {
 		d.closeLocked()
 		return nil, err
 	}
-	if d.stats != nil {
-		if err := d.createSpanEvents(); err != nil {
-			d.closeLocked()
-			return nil, err
-		}
+	if err := d.prewarm(); err != nil {
+		d.closeLocked()
+		return nil, err
 	}
-	if d.prewarmEnabled() {
-		if err := d.prewarm(); err != nil {
+	for _, open := range labHooks {
+		if err := open(d); err != nil {
 			d.closeLocked()
 			return nil, err
 		}
@@ -277,21 +244,8 @@ func withDefaults(o Options) Options {
 	if o.GPUMemoryUtilization <= 0 || o.GPUMemoryUtilization > 1 {
 		o.GPUMemoryUtilization = def.GPUMemoryUtilization
 	}
-	if o.GemvMaxRows == 0 {
-		o.GemvMaxRows = def.GemvMaxRows
-	}
-	o.GemvMaxRows = min(o.GemvMaxRows, maxGemvRows)
-	if o.SkinnyGemmRows == 0 {
-		o.SkinnyGemmRows = def.SkinnyGemmRows
-	}
-	if o.WgmmaGemmRows == 0 {
-		o.WgmmaGemmRows = def.WgmmaGemmRows
-	}
 	if o.ChunkRows == 0 {
 		o.ChunkRows = def.ChunkRows
-	}
-	if o.DecodeWarpsPerSM == 0 {
-		o.DecodeWarpsPerSM = def.DecodeWarpsPerSM
 	}
 	if o.MaxSeqs > o.MaxStepTokens {
 		o.MaxSeqs = o.MaxStepTokens
@@ -310,9 +264,9 @@ func (d *Device) init(w *model.Weights) error {
 	}
 	N, M, C := d.opts.MaxStepTokens, d.opts.MaxSeqs, c.Channels
 	d.vocabPadded = paddedVocab(c.VocabSize)
-	d.maxBlocks = ceilDiv(c.MaxSeqLen, d.kv.BlockSizeTokens)
+	d.cache.maxBlocks = ceilDiv(c.MaxSeqLen, d.kv.BlockSizeTokens)
 	maxTiles := ceilDiv(N, min(prefillTileRows, prefillTileRowsMMA)) + M // either prefill kernel
-	inWords := newLayout(N, M, maxTiles, M, d.maxBlocks).total
+	inWords := newLayout(N, M, maxTiles, M, d.cache.maxBlocks).total
 	for _, b := range []struct {
 		p     *devPtr
 		bytes int
@@ -331,8 +285,8 @@ func (d *Device) init(w *model.Weights) error {
 	if err := d.buildWGMaps(); err != nil {
 		return err
 	}
-	for i := range d.stage {
-		st := &d.stage[i]
+	for i := range d.queue.stage {
+		st := &d.queue.stage[i]
 		st.index = i
 		if st.inPtr, err = g.drv.hostAlloc(4 * inWords); err != nil {
 			return err
@@ -381,15 +335,15 @@ func (d *Device) allocKV() error {
 		}
 	}
 	blocks := d.kv.NumBlocks + 1
-	d.scratchBlock = int32(d.kv.NumBlocks)
-	d.kvLayerBytes = blocks * d.kv.BlockSizeTokens * d.cfg.Channels * 2
+	d.cache.scratchBlock = int32(d.kv.NumBlocks)
+	d.cache.layerBytes = blocks * d.kv.BlockSizeTokens * d.cfg.Channels * 2
 	var err error
-	if d.kvBase, err = d.g.drv.memAlloc(2 * d.cfg.NumLayers * d.kvLayerBytes); err != nil {
-		return fmt.Errorf("cuda: KV cache of %d blocks (%d MB): %w", blocks, 2*d.cfg.NumLayers*d.kvLayerBytes>>20, err)
+	if d.cache.base, err = d.g.drv.memAlloc(2 * d.cfg.NumLayers * d.cache.layerBytes); err != nil {
+		return fmt.Errorf("cuda: KV cache of %d blocks (%d MB): %w", blocks, 2*d.cfg.NumLayers*d.cache.layerBytes>>20, err)
 	}
 	if os.Getenv("ROSEINFER_CUDA_VERBOSE") != "" {
 		fmt.Fprintf(os.Stderr, "cuda: %s (%s), KV cache %d blocks x %d tokens = %d MB\n", d.g.name, d.g.arch,
-			d.kv.NumBlocks, d.kv.BlockSizeTokens, 2*d.cfg.NumLayers*d.kvLayerBytes>>20)
+			d.kv.NumBlocks, d.kv.BlockSizeTokens, 2*d.cfg.NumLayers*d.cache.layerBytes>>20)
 	}
 	return nil
 }
@@ -406,8 +360,8 @@ func (d *Device) GPUName() string { return fmt.Sprintf("%s (%s)", d.g.name, d.g.
 
 // Forward implements device.Device: Submit then Collect.
 func (d *Device) Forward(b *device.Batch, out []device.Sampled) ([]device.Sampled, error) {
-	if len(d.pending) > 0 {
-		return out, fmt.Errorf("cuda: Forward with %d submitted steps not collected", len(d.pending))
+	if len(d.queue.pending) > 0 {
+		return out, fmt.Errorf("cuda: Forward with %d submitted steps not collected", len(d.queue.pending))
 	}
 	if err := d.Submit(b); err != nil {
 		return out, err
@@ -424,23 +378,19 @@ func (d *Device) Submit(b *device.Batch) error {
 	if d.closed {
 		return fmt.Errorf("cuda: device closed")
 	}
-	if len(d.pending) == len(d.stage) {
-		return fmt.Errorf("cuda: %d steps already in flight; Collect first", len(d.pending))
+	if len(d.queue.pending) == len(d.queue.stage) {
+		return fmt.Errorf("cuda: %d steps already in flight; Collect first", len(d.queue.pending))
 	}
 	NVTXPush("cuda submit")
 	defer NVTXPop()
-	var start time.Time
-	var plans0, tuned0 int
-	if d.stats != nil {
-		start, plans0, tuned0 = time.Now(), d.g.blas.plansBuilt, d.g.blas.plansTuned
-	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	g := d.g
 	if err := g.bind(); err != nil {
 		return err
 	}
-	st := &d.stage[d.next]
+	q := &d.queue
+	st := &q.stage[q.next]
 	rows, graphSize := d.chunkRows(b), 0
 	if !d.opts.NoCUDAGraph && rows > 0 {
 		graphSize = d.graphSizeFor(rows)
@@ -452,18 +402,11 @@ func (d *Device) Submit(b *device.Batch) error {
 	if err := d.uploadInputs(st); err != nil {
 		return err
 	}
-	st.timed = (d.spansOn || d.stats != nil) && st.spanStart != 0
-	if d.stats != nil {
-		st.kind = d.stepKindOf(p)
-	}
-	if st.timed {
-		if err := g.drv.eventRecord(st.spanStart, g.stream); err != nil {
+	hook := d.instr.hook
+	if hook != nil {
+		if err := hook.stepBegin(st); err != nil {
 			return err
 		}
-	}
-	d.sampleEvent, d.sampleRecorded = 0, false
-	if st.timed && d.spansOn {
-		d.sampleEvent = st.spanSample
 	}
 	var err error
 	if graphSize > 0 {
@@ -471,13 +414,11 @@ func (d *Device) Submit(b *device.Batch) error {
 	} else {
 		err = d.forward(p)
 	}
-	st.sampleTimed = d.sampleRecorded
-	d.sampleEvent = 0
 	if err != nil {
 		return err
 	}
-	if st.timed {
-		if err := g.drv.eventRecord(st.spanEnd, g.stream); err != nil {
+	if hook != nil {
+		if err := hook.stepEnd(st); err != nil {
 			return err
 		}
 	}
@@ -487,22 +428,21 @@ func (d *Device) Submit(b *device.Batch) error {
 		return err
 	}
 	// Rows of this step, for the next step's on-GPU token hand-off.
-	clear(d.prevRow)
+	clear(q.prevRow)
 	for row, si := range p.seqOfRow {
 		if si >= 0 {
-			d.prevRow[b.Seqs[si].SeqID] = row
+			q.prevRow[b.Seqs[si].SeqID] = row
 		}
 	}
-	d.pending = append(d.pending, d.next)
-	d.next = (d.next + 1) % len(d.stage)
-	d.stats.submitted(st, start, st.kind, g.blas.plansBuilt-plans0, g.blas.plansTuned-tuned0)
+	q.pending = append(q.pending, q.next)
+	q.next = (q.next + 1) % len(q.stage)
 	return nil
 }
 
 // uploadInputs copies st's inputs to the device on the copy stream and makes
 // the step's stream wait for them. With overlap scheduling the copy runs
 // while the previous step is still on the GPU, instead of between the two
-// steps (~3-4 us at batch 1, NOTES.md). st.devIn is free: the step that used
+// steps (~3-4 us at batch 1 on the H100, docs/cuda.md). st.devIn is free: the step that used
 // this stage before has been collected.
 func (d *Device) uploadInputs(st *staging) error {
 	drv, g := d.g.drv, d.g
@@ -518,7 +458,7 @@ func (d *Device) uploadInputs(st *staging) error {
 // Collect waits for the oldest submitted step and returns one Sampled per Seq
 // of that step's Batch, in order (Token -1 where Sample was false).
 func (d *Device) Collect(out []device.Sampled) ([]device.Sampled, error) {
-	if len(d.pending) == 0 {
+	if len(d.queue.pending) == 0 {
 		return out, fmt.Errorf("cuda: Collect with no submitted step")
 	}
 	NVTXPush("cuda collect")
@@ -528,21 +468,21 @@ func (d *Device) Collect(out []device.Sampled) ([]device.Sampled, error) {
 	if err := d.g.bind(); err != nil {
 		return out, err
 	}
-	st := &d.stage[d.pending[0]]
-	d.pending = d.pending[1:]
-	waitStart := time.Now()
+	st := &d.queue.stage[d.queue.pending[0]]
+	d.queue.pending = d.queue.pending[1:]
+	hook := d.instr.hook
+	var waitStart time.Time
+	if hook != nil {
+		waitStart = time.Now()
+	}
 	if err := d.g.drv.eventSync(st.event); err != nil {
 		return out, fmt.Errorf("cuda: step failed on the GPU: %w", err)
 	}
-	wait := time.Since(waitStart)
-	if err := d.collectProfile(); err != nil {
-		return out, err
+	if hook != nil {
+		if err := hook.collected(st, time.Since(waitStart)); err != nil {
+			return out, err
+		}
 	}
-	gpuTime, err := d.collectSpan(st)
-	if err != nil {
-		return out, err
-	}
-	d.stats.collected(st, wait, gpuTime)
 	out = out[:0]
 	for _, row := range st.plan.rowOfSeq {
 		s := device.Sampled{Token: -1}
@@ -575,33 +515,30 @@ func (d *Device) closeLocked() {
 	_ = g.bind()
 	_ = g.sync()
 	_ = g.drv.streamSync(g.copyStream) // an upload whose step never got queued still writes into a stage's devIn
-	if g.blas != nil {
-		d.stats.report(g.blas)
+	if d.instr.hook != nil {
+		d.instr.hook.close()
+		d.instr.hook, d.instr.spans = nil, nil
 	}
 	d.dropGraphs()
 	for _, p := range []devPtr{d.act.residual, d.act.ln, d.act.qkv, d.act.attn, d.act.fc, d.act.delta, d.act.lnf, d.act.attnPart,
-		d.act.logits, d.act.tileKeys, d.act.outTok, d.act.lnStats, d.kvBase, d.w.base} {
+		d.act.logits, d.act.tileKeys, d.act.outTok, d.act.lnStats, d.cache.base, d.w.base} {
 		g.drv.memFree(p)
 	}
-	d.act, d.kvBase, d.w.base, d.wgMaps = activations{}, 0, 0, nil
-	if d.wgArena != nil {
-		d.wgArena.free()
-		d.wgArena = nil
+	d.act, d.cache.base, d.w.base = activations{}, 0, 0
+	if d.tma.arena != nil {
+		d.tma.arena.free()
 	}
-	for i := range d.stage {
-		g.drv.hostFree(d.stage[i].inPtr)
-		g.drv.hostFree(d.stage[i].outPtr)
-		g.drv.memFree(d.stage[i].devIn)
-		for _, e := range []uintptr{d.stage[i].event, d.stage[i].copied, d.stage[i].spanStart, d.stage[i].spanEnd, d.stage[i].spanSample} {
+	d.tma = wgMaps{}
+	for i := range d.queue.stage {
+		g.drv.hostFree(d.queue.stage[i].inPtr)
+		g.drv.hostFree(d.queue.stage[i].outPtr)
+		g.drv.memFree(d.queue.stage[i].devIn)
+		for _, e := range []uintptr{d.queue.stage[i].event, d.queue.stage[i].copied} {
 			if e != 0 {
 				purego.SyscallN(g.drv.cuEventDestroy, e)
 			}
 		}
-		d.stage[i] = staging{}
-	}
-	if d.sampleSpare != 0 {
-		purego.SyscallN(g.drv.cuEventDestroy, d.sampleSpare)
-		d.sampleSpare = 0
+		d.queue.stage[i] = staging{}
 	}
 	g.close()
 	d.g = nil

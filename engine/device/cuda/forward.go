@@ -37,7 +37,7 @@ func (d *Device) forward(p *stepPlan) error {
 	N, M := lay.nTok, lay.nSample
 	eps := d.cfg.LayerNormEpsilon
 	scale := float32(1 / math.Sqrt(float64(HD)))
-	if err := d.mark("start"); err != nil {
+	if err := d.opDone("start"); err != nil {
 		return err
 	}
 	// The LayerNorm fold's row statistics start at zero; attproj's blocks
@@ -55,14 +55,14 @@ func (d *Device) forward(p *stepPlan) error {
 	// takes decode tokens sampled by the previous step (a.outTok).
 	pdl := g.pdl
 	g.pdl = false
-	err := g.launch(d.kEncoder, ceilDiv(N*C, 256), 1, 1, 256, 0,
+	err := g.launch(d.k.encoder, ceilDiv(N*C, 256), 1, 1, 256, 0,
 		argPtr(a.residual), argPtr(p.in(lay.tokens)), argPtr(a.outTok), argPtr(p.in(lay.srcRows)), argPtr(p.in(lay.pos)),
 		argPtr(d.w.wte), argPtr(d.w.wpe), argInt(N), argInt(C), argPtr(a.lnStats), argInt(nzero))
 	g.pdl = pdl
 	if err != nil {
 		return err
 	}
-	if err := d.mark("encoder"); err != nil {
+	if err := d.opDone("encoder"); err != nil {
 		return err
 	}
 	small := d.useGemv(N) // projections through gemv.cu, LayerNorm fused
@@ -73,7 +73,7 @@ func (d *Device) forward(p *stepPlan) error {
 			if err := d.gemvLN(a.qkv, 3*C, a.residual, 0, w.ln1W, w.ln1B, w.qkvW, w.qkvB, N, 3*C, gemvOut16Bias, 0); err != nil {
 				return err
 			}
-			if err := d.mark("gemv_ln_qkv"); err != nil {
+			if err := d.opDone("gemv_ln_qkv"); err != nil {
 				return err
 			}
 		} else {
@@ -82,48 +82,48 @@ func (d *Device) forward(p *stepPlan) error {
 			}
 		}
 		if p.nPrefill > 0 {
-			if err := g.launch(d.kKVWrite, ceilDiv(N*C/8, 256), 1, 1, 256, 0,
+			if err := g.launch(d.k.kvWrite, ceilDiv(N*C/8, 256), 1, 1, 256, 0,
 				argPtr(kc), argPtr(vc), argPtr(a.qkv), argPtr(p.in(lay.slots)), argInt(N), argInt(NH), argInt(HD), argInt(d.kv.BlockSizeTokens)); err != nil {
 				return err
 			}
-			if err := d.mark("kv_write"); err != nil {
+			if err := d.opDone("kv_write"); err != nil {
 				return err
 			}
 		}
 		if p.nDecode > 0 {
 			nsplit, r4 := d.decodeSplits(p.nDecode)
-			k := d.kDecode
-			shape := decodeShape(d.warpDecode, NH, nsplit)
+			k := d.k.decode
+			shape := decodeShape(d.path.warpDecode, NH, nsplit)
 			switch {
 			case r4:
-				k = d.kDecodeSplitsR4
+				k = d.k.decodeSplitsR4
 			case shape.splitsKernel:
-				k = d.kDecodeSplits
+				k = d.k.decodeSplits
 			}
 			if err := g.launch(k, p.nDecode, shape.gridY, shape.gridZ, shape.threads, shape.smem,
-				argPtr(a.attn), argPtr(a.qkv), argPtr(kc), argPtr(vc), argPtr(p.in(lay.blockTables)), argInt(d.maxBlocks),
+				argPtr(a.attn), argPtr(a.qkv), argPtr(kc), argPtr(vc), argPtr(p.in(lay.blockTables)), argInt(d.cache.maxBlocks),
 				argPtr(p.in(lay.qStart)), argPtr(p.in(lay.ctx)), argPtr(p.in(lay.newFrom)), argPtr(p.in(lay.decSeqs)), argInt(NH), argInt(d.kv.BlockSizeTokens), argF32(scale),
 				argInt(nsplit), argPtr(a.attnPart)); err != nil {
 				return err
 			}
-			if nsplit > 1 && !d.warpDecode { // the warp kernel merges its splits itself
-				if err := g.launch(d.kCombine, p.nDecode, NH, 1, ceilDiv(HD, 32)*32, 0,
+			if nsplit > 1 && !d.path.warpDecode { // the warp kernel merges its splits itself
+				if err := g.launch(d.k.combine, p.nDecode, NH, 1, ceilDiv(HD, 32)*32, 0,
 					argPtr(a.attn), argPtr(a.attnPart), argPtr(p.in(lay.qStart)), argPtr(p.in(lay.decSeqs)), argInt(NH), argInt(HD), argInt(nsplit)); err != nil {
 					return err
 				}
 			}
-			if err := d.mark("attn_decode"); err != nil {
+			if err := d.opDone("attn_decode"); err != nil {
 				return err
 			}
 		}
 		if lay.nTiles > 0 {
-			if err := g.launch(d.kPrefill, lay.nTiles, NH, 1, 128, 0, // both prefill kernels use 128 threads
-				argPtr(a.attn), argPtr(a.qkv), argPtr(kc), argPtr(vc), argPtr(p.in(lay.blockTables)), argInt(d.maxBlocks),
+			if err := g.launch(d.k.prefill, lay.nTiles, NH, 1, 128, 0, // both prefill kernels use 128 threads
+				argPtr(a.attn), argPtr(a.qkv), argPtr(kc), argPtr(vc), argPtr(p.in(lay.blockTables)), argInt(d.cache.maxBlocks),
 				argPtr(p.in(lay.qStart)), argPtr(p.in(lay.qLen)), argPtr(p.in(lay.ctx)), argPtr(p.in(lay.tileSeq)), argPtr(p.in(lay.tileQ0)),
 				argInt(NH), argInt(d.kv.BlockSizeTokens), argF32(scale)); err != nil {
 				return err
 			}
-			if err := d.mark("attn_prefill"); err != nil {
+			if err := d.opDone("attn_prefill"); err != nil {
 				return err
 			}
 		}
@@ -131,19 +131,19 @@ func (d *Device) forward(p *stepPlan) error {
 			if err := d.gemv(a.residual, C, a.attn, C, w.attProjW, w.attProjB, N, C, C, gemvResidual); err != nil {
 				return err
 			}
-			if err := d.mark("gemv_attproj"); err != nil {
+			if err := d.opDone("gemv_attproj"); err != nil {
 				return err
 			}
 			if err := d.gemvLN(a.fc, 4*C, a.residual, 0, w.ln2W, w.ln2B, w.fcW, w.fcB, N, 4*C, gemvOut16BiasGelu, 0); err != nil {
 				return err
 			}
-			if err := d.mark("gemv_ln_fc_gelu"); err != nil {
+			if err := d.opDone("gemv_ln_fc_gelu"); err != nil {
 				return err
 			}
 			if err := d.gemv(a.residual, C, a.fc, 4*C, w.fcProjW, w.fcProjB, N, 4*C, C, gemvResidual); err != nil {
 				return err
 			}
-			if err := d.mark("gemv_fcproj"); err != nil {
+			if err := d.opDone("gemv_fcproj"); err != nil {
 				return err
 			}
 			continue
@@ -156,7 +156,7 @@ func (d *Device) forward(p *stepPlan) error {
 			if err := d.residualGemm(a.attn, w.attProjW, w.attProjB, w.attProjB16, N, C); err != nil {
 				return err
 			}
-			if err := d.mark("gemm_attproj"); err != nil {
+			if err := d.opDone("gemm_attproj"); err != nil {
 				return err
 			}
 			if err := d.lnProjection(a.fc, 4*C, w.ln2W, w.ln2B, w.fcW, w.fcB, N, 4*C, true, "gemm_fc_gelu"); err != nil {
@@ -166,7 +166,7 @@ func (d *Device) forward(p *stepPlan) error {
 		if err := d.residualGemm(a.fc, w.fcProjW, w.fcProjB, w.fcProjB16, N, 4*C); err != nil {
 			return err
 		}
-		if err := d.mark("gemm_fcproj"); err != nil {
+		if err := d.opDone("gemm_fcproj"); err != nil {
 			return err
 		}
 	}
@@ -176,12 +176,12 @@ func (d *Device) forward(p *stepPlan) error {
 	// Only the rows that sample go through ln_f and the LM head.
 	tileKeys := devPtr(0) // the sampler scans whole rows unless the LM head wrote tile keys
 	switch {
-	case d.useGemv(M) && d.lmheadOK:
+	case d.useGemv(M) && d.path.lmheadOK:
 		if err := d.lmhead(p.in(lay.sampleRows), M); err != nil {
 			return err
 		}
 		tileKeys = a.tileKeys
-		if err := d.mark("lmhead"); err != nil {
+		if err := d.opDone(opLMHeadTiled); err != nil {
 			return err
 		}
 	case d.useGemv(M):
@@ -189,29 +189,26 @@ func (d *Device) forward(p *stepPlan) error {
 		if err := d.gemvLN(a.logits, d.vocabPadded, a.residual, p.in(lay.sampleRows), d.w.lnfW, d.w.lnfB, d.w.wte, 0, M, d.vocabPadded, gemvOut32, 1); err != nil {
 			return err
 		}
-		if err := d.mark("gemv_ln_lmhead"); err != nil {
+		if err := d.opDone(opLMHeadGemv); err != nil {
 			return err
 		}
 	default:
 		if err := d.layernorm(a.lnf, a.residual, p.in(lay.sampleRows), d.w.lnfW, d.w.lnfB, M, eps); err != nil {
 			return err
 		}
-		if err := d.mark("layernorm_f"); err != nil {
+		if err := d.opDone("layernorm_f"); err != nil {
 			return err
 		}
 		if err := d.lmheadGemm(gemmRows(M, d.opts.MaxSeqs)); err != nil {
 			return err
 		}
-		if err := d.mark("gemm_lmhead"); err != nil {
+		if err := d.opDone(opLMHeadGemm); err != nil {
 			return err
 		}
 	}
-	if err := d.recordSampleStart(); err != nil { // spans on: the "sample" span begins
-		return err
-	}
-	sampler := d.kSample
+	sampler := d.k.sample
 	if d.halfLogits(M) {
-		sampler = d.kSampleH
+		sampler = d.k.sampleH
 	}
 	if err := g.launch(sampler, M, 1, 1, 1024, 0,
 		argPtr(a.outTok), argPtr(a.logits), argInt(d.vocabPadded), argInt(d.cfg.VocabSize),
@@ -219,25 +216,21 @@ func (d *Device) forward(p *stepPlan) error {
 		argPtr(p.in(lay.index)), argPtr(p.in(lay.banned)), argPtr(p.in(lay.wantLP)), argPtr(tileKeys), argPtr(p.in(lay.hostOut))); err != nil {
 		return err
 	}
-	return d.mark("sample")
+	return d.opDone("sample")
 }
 
 // halfLogits says whether a step of M sampled rows leaves fp16 logits:
-// where the LM head is cuBLASLt's (17+ rows by default, every step without
-// the GEMV kernels) unless Options.FP32Logits. Its sums are fp32 either way;
-// fp16 halves the 25.7 MB of fp32 logits a step of 128 rows writes and the
-// sampler reads (the LM head is near its traffic floor).
-func (d *Device) halfLogits(M int) bool { return !d.useGemv(M) && !d.opts.FP32Logits }
+// where the LM head is cuBLASLt's (17+ rows, every step without the GEMV
+// kernels). Its sums are fp32 either way; fp16 halves the 25.7 MB of fp32
+// logits a step of 128 rows writes and the sampler reads (the LM head is
+// near its traffic floor), as vLLM's logits in the model's dtype.
+func (d *Device) halfLogits(M int) bool { return !d.useGemv(M) }
 
 // lmheadGemm is cuBLASLt's LM head over rows rows of act.lnf (a gemmRows
-// bucket): act.logits in fp16 or fp32, as halfLogits says.
+// bucket of a step that halfLogits gives fp16 logits): act.logits in fp16.
 func (d *Device) lmheadGemm(rows int) error {
-	out := dataR32F
-	if d.halfLogits(rows) {
-		out = dataR16F
-	}
 	g, a := d.g, &d.act
-	return g.blas.gemm(g.stream, a.logits, out, d.vocabPadded, a.lnf, d.w.wte, 0, rows, d.cfg.Channels, d.vocabPadded, epilogueDefault, false)
+	return g.blas.gemm(g.stream, a.logits, dataR16F, d.vocabPadded, a.lnf, d.w.wte, 0, rows, d.cfg.Channels, d.vocabPadded, epilogueDefault, false)
 }
 
 // foldedLN2 runs layer l's attproj and fc through gemm_wg.cu with the
@@ -251,7 +244,7 @@ func (d *Device) foldedLN2(l, N int, pair bool, bnB, grid int) error {
 		if err := d.wgPair(l, N, bnB, grid, ln.stats); err != nil {
 			return err
 		}
-		return d.mark("gemm_attproj_fc")
+		return d.opDone("gemm_attproj_fc")
 	}
 	if err := d.foldedProjection(a.residual, a.attn, w.attProjW, w.attProjB, N, C, wgResidualLNStats, ln, "gemm_attproj"); err != nil {
 		return err
@@ -274,8 +267,8 @@ func (d *Device) pairCounter(l, N int) devPtr {
 
 // foldedProjection writes out (N x oc, rows of oc) = x (N x C) @ w^T
 // through gemm_wg.cu with a LayerNorm fold epilogue (mode, ln; bias32 as
-// the mode takes it) and marks name's span. lnFold chose the fold for N
-// rows, so gemm_wg.cu declining the projection is a bug.
+// the mode takes it) and tells the hook name is done. lnFold chose the fold
+// for N rows, so gemm_wg.cu declining the projection is a bug.
 func (d *Device) foldedProjection(out, x, w, bias32 devPtr, N, oc, mode int, ln wgLNArgs, name string) error {
 	ok, err := d.wgLN(out, oc, x, w, 0, bias32, N, d.cfg.Channels, oc, mode, ln)
 	if err == nil && !ok {
@@ -284,14 +277,14 @@ func (d *Device) foldedProjection(out, x, w, bias32 devPtr, N, oc, mode int, ln 
 	if err != nil {
 		return err
 	}
-	return d.mark(name)
+	return d.opDone(name)
 }
 
 // layernorm runs LN over R rows of inp (rows = 0: the first R rows; else an
 // index list) into fp16 out. One warp per row, 4 rows per block (small
 // blocks spread a decode step's few rows over more SMs).
 func (d *Device) layernorm(out, inp, rows, w, b devPtr, R int, eps float32) error {
-	return d.g.launch(d.kLayerNorm, ceilDiv(R, 4), 1, 1, 128, 0,
+	return d.g.launch(d.k.layerNorm, ceilDiv(R, 4), 1, 1, 128, 0,
 		argPtr(out), argPtr(inp), argPtr(rows), argPtr(w), argPtr(b), argInt(R), argInt(d.cfg.Channels), argF32(eps))
 }
 
@@ -309,37 +302,37 @@ func (d *Device) residualGemm(inp, w, bias32, bias16 devPtr, N, K int) error {
 		return err
 	}
 	rows := gemmRows(N, d.opts.MaxStepTokens) // a bucket prewarm planned
-	if !d.noFusedResidual {
+	if !d.path.noFusedResidual {
 		err := g.blas.gemm(g.stream, d.act.residual, dataR32F, C, inp, w, bias32, rows, K, C, epilogueBias, true)
 		if err == nil {
 			return nil
 		}
-		if d.residualTried {
+		if d.path.residualTried {
 			return err
 		}
-		d.noFusedResidual = true // no fp16-in/fp32-out algorithm: fall back for good
+		d.path.noFusedResidual = true // no fp16-in/fp32-out algorithm: fall back for good
 	}
-	d.residualTried = true
+	d.path.residualTried = true
 	if err := g.blas.gemm(g.stream, d.act.delta, dataR16F, C, inp, w, bias16, rows, K, C, epilogueBias, false); err != nil {
 		return err
 	}
-	return g.launch(d.kResidualAdd, ceilDiv(N*C, 256), 1, 1, 256, 0, argPtr(d.act.residual), argPtr(d.act.delta), argInt(N*C))
+	return g.launch(d.k.residualAdd, ceilDiv(N*C, 256), 1, 1, 256, 0, argPtr(d.act.residual), argPtr(d.act.delta), argInt(N*C))
 }
 
 // lnProjection writes out(N, oc) fp16 = LayerNorm(residual; lnW, lnB) @ w^T
 // + bias16 [then GELU] through a LayerNorm kernel into act.ln and
-// projection. name marks the projection's span.
+// projection, then tells the hook name (the projection) is done.
 func (d *Device) lnProjection(out devPtr, ldo int, lnW, lnB, w, bias16 devPtr, N, oc int, gelu bool, name string) error {
 	if err := d.layernorm(d.act.ln, d.act.residual, 0, lnW, lnB, N, d.cfg.LayerNormEpsilon); err != nil {
 		return err
 	}
-	if err := d.mark("layernorm"); err != nil {
+	if err := d.opDone("layernorm"); err != nil {
 		return err
 	}
 	if err := d.projection(out, ldo, d.act.ln, w, bias16, N, d.cfg.Channels, oc, gelu); err != nil {
 		return err
 	}
-	return d.mark(name)
+	return d.opDone(name)
 }
 
 // projection writes out(N, oc) fp16 = inp(N, K) @ w^T + bias16 [then GELU]
@@ -366,21 +359,21 @@ func (d *Device) projection(out devPtr, ldo int, inp, w, bias16 devPtr, N, K, oc
 // decodeSplits is how many key slices each (sequence, head) of a decode step
 // is split into: enough blocks to give every SM four (block kernel) or
 // enough warps to give every SM eight (warp kernel), at most
-// maxDecodeSplits. Where that is 8 or fewer and Options.DecodeWarpsPerSM is
-// set, the largest power of two up to 8 that gives every SM at most that
-// many warps, run by the 80-register kernel (r4). It depends on the batch
-// size only, so a captured graph stays valid.
+// maxDecodeSplits. Where that is 8 or fewer, the largest power of two up
+// to 8 that gives every SM at most decodeWarpsPerSM warps, run by the
+// 80-register kernel (r4). It depends on the batch size only, so a captured
+// graph stays valid.
 func (d *Device) decodeSplits(nDecode int) (nsplit int, r4 bool) {
 	units := nDecode * d.cfg.NumHeads
 	target := 4 * d.g.smCount
-	if d.warpDecode {
+	if d.path.warpDecode {
 		target = 8 * d.g.smCount
 	}
 	nsplit = 1
 	if units < target {
 		nsplit = min(maxDecodeSplits, ceilDiv(target, units))
 	}
-	if w := d.opts.DecodeWarpsPerSM; d.warpDecode && w > 0 && nsplit <= r4MaxSplits && units > 0 {
+	if w := decodeWarpsPerSM; d.path.warpDecode && nsplit <= r4MaxSplits && units > 0 {
 		// A power of two: 5 splits at batch 48 (64-key slices, the last
 		// short) took 0.684-0.692 ms a step, 4 splits 0.626-0.632.
 		n := 1
@@ -419,6 +412,12 @@ func decodeShape(warp bool, NH, nsplit int) decodeLaunch {
 }
 
 const (
+	// decodeWarpsPerSM: decode steps whose (sequence, head) pairs take 8
+	// key splits or fewer and leave room for 2 (batch 11-132 on the H100,
+	// GPT-2's 12 heads) split them for up to this many warps an SM through
+	// the 80-register kernel: batch 16-128 2-5% faster on the H100 than 8
+	// warps an SM through the 128-register kernels.
+	decodeWarpsPerSM  = 24
 	r4MaxSplits       = 8  // attention_decode_warp_splits_r4_64: at most 256 threads a block
 	maxDecodeSplits   = 16 // AW_MAX_SPLITS in attention_warp.cu merges up to this many
 	warpDecodeHeads   = 4  // AW_WARPS in attention_warp.cu
@@ -430,17 +429,17 @@ const (
 	// wait, and a dozen of them slow qkv down. 9 KB leaves room for 5 beside
 	// a 48-column tile at 128 rows (174 KB) and 8 beside a 32-column one at
 	// 64 rows (148 KB), and still 12 (24 warps) on an SM of their own.
-	// Against 4.2 KB (the partials' static size until then), overlapped
-	// step: batch 24 -2, 48 -6 to -14 us, 64 -7, 96 -3; batch 1, 16, 32
+	// Against 4.2 KB (the partials' static size), overlapped step on the
+	// H100: batch 24 -2, 48 -6 to -14 us, 64 -7, 96 -3; batch 1, 16, 32
 	// and 128 within noise; batch 12 +3 us. 0.5 KB and 17 KB both lose at
-	// 96-128 (NOTES.md, eighteenth session).
+	// 96-128 (docs/cuda.md).
 	decodeSplitsSmem = 9000
 )
 
 // kvLayer returns layer l's K and V cache bases within the one KV allocation.
 func (d *Device) kvLayer(l int) (k, v devPtr) {
-	k = d.kvBase + devPtr(2*l)*devPtr(d.kvLayerBytes)
-	return k, k + devPtr(d.kvLayerBytes)
+	k = d.cache.base + devPtr(2*l)*devPtr(d.cache.layerBytes)
+	return k, k + devPtr(d.cache.layerBytes)
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
@@ -463,26 +462,26 @@ func (d *Device) resolveKernels() error {
 		*dst = k
 		return nil
 	}
-	d.prefillTile = prefillTileRows
+	d.path.prefillTile = prefillTileRows
 	prefillName := fmt.Sprintf("attention_prefill_%d", HD)
-	if HD == 64 && !d.opts.SimplePrefillAttention {
-		d.prefillTile, prefillName = prefillTileRowsMMA, "attention_prefill_mma_64"
+	if HD == 64 && !d.opts.force.simplePrefill {
+		d.path.prefillTile, prefillName = prefillTileRowsMMA, "attention_prefill_mma_64"
 	}
-	d.warpDecode = HD == 64 && !d.opts.BlockDecodeAttention
+	d.path.warpDecode = HD == 64 && !d.opts.force.blockDecode
 	decodeName := fmt.Sprintf("attention_decode_%d", HD)
-	if d.warpDecode {
+	if d.path.warpDecode {
 		decodeName = "attention_decode_warp_64"
 	}
-	if err := get(&d.kDecodeSplits, "attention_decode_warp_splits_64"); err != nil {
+	if err := get(&d.k.decodeSplits, "attention_decode_warp_splits_64"); err != nil {
 		return err
 	}
-	if err := get(&d.kDecodeSplitsR4, "attention_decode_warp_splits_r4_64"); err != nil {
+	if err := get(&d.k.decodeSplitsR4, "attention_decode_warp_splits_r4_64"); err != nil {
 		return err
 	}
 	for dst, name := range map[*kernel]string{
-		&d.kEncoder: "encoder_forward", &d.kCombine: "attention_decode_combine", &d.kLayerNorm: "layernorm_forward",
-		&d.kResidualAdd: "residual_add", &d.kKVWrite: "kv_write", &d.kSample: "sample_rows", &d.kSampleH: "sample_rows_h",
-		&d.kDecode: decodeName, &d.kPrefill: prefillName,
+		&d.k.encoder: "encoder_forward", &d.k.combine: "attention_decode_combine", &d.k.layerNorm: "layernorm_forward",
+		&d.k.residualAdd: "residual_add", &d.k.kvWrite: "kv_write", &d.k.sample: "sample_rows", &d.k.sampleH: "sample_rows_h",
+		&d.k.decode: decodeName, &d.k.prefill: prefillName,
 	} {
 		if err := get(dst, name); err != nil {
 			return err
@@ -490,7 +489,8 @@ func (d *Device) resolveKernels() error {
 	}
 	// gemv.cu stages LayerNorm rows of up to 1024 channels and reads K in
 	// 32-wide chunks, rows in 16-byte pieces of 4 channels.
-	d.gemvOK = d.cfg.Channels%128 == 0 && d.cfg.Channels <= gemvMaxChannels
+	d.path.gemvOK = d.cfg.Channels%128 == 0 && d.cfg.Channels <= gemvMaxChannels && !d.opts.force.cuBLASLt
+	d.path.skinnyRows, d.path.wgRows = skinnyGemmRows, wgGemmRows
 	if err := d.resolveSkinny(get); err != nil {
 		return err
 	}
@@ -503,7 +503,7 @@ func (d *Device) resolveKernels() error {
 	for ln := 0; ln < 2; ln++ {
 		for big := 0; big < 2; big++ {
 			for nt := 0; nt < 2; nt++ {
-				if err := get(&d.kGemv[ln][big][nt], gemvKernelName(ln == 1, big == 1, nt == 1)); err != nil {
+				if err := get(&d.k.gemv[ln][big][nt], gemvKernelName(ln == 1, big == 1, nt == 1)); err != nil {
 					return err
 				}
 			}
@@ -516,8 +516,8 @@ func (d *Device) resolveKernels() error {
 // pipelines need on GPUs with thread-block clusters (compute capability
 // 9+); elsewhere the projections stay on cuBLASLt.
 func (d *Device) resolveSkinny(get func(*kernel, string) error) error {
-	d.skinnyOK = false
-	if !d.gemvOK || d.g.ccMajor < 9 || d.cfg.Channels%skinnyTileK != 0 {
+	d.path.skinnyOK = false
+	if !d.path.gemvOK || d.g.ccMajor < 9 || d.cfg.Channels%skinnyTileK != 0 {
 		return nil
 	}
 	for _, sk := range skinnyKernels {
@@ -532,6 +532,6 @@ func (d *Device) resolveSkinny(get func(*kernel, string) error) error {
 			return err
 		}
 	}
-	d.skinnyOK = true
+	d.path.skinnyOK = true
 	return nil
 }

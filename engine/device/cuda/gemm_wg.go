@@ -14,13 +14,12 @@ import (
 // previous kernel (see the file's header).
 
 const (
-	wgTileM          = 64  // WG_BM: output rows of a block
-	wgTileK          = 64  // WG_BK: halves of a k tile
-	wgMaxKT          = 12  // WG_MAX_KT: k tiles a block holds, so K <= 768
-	wgWeightBoxRows  = 16  // WG_WBOX: weight rows a TMA box brings
-	tensorMapBytes   = 128 // sizeof(CUtensorMap)
-	wgDefaultCluster = 1   // column tiles that share their x rows (SetWgmmaCluster): none, see below
-	wgFile           = "gemm_wg.cu"
+	wgTileM         = 64  // WG_BM: output rows of a block
+	wgTileK         = 64  // WG_BK: halves of a k tile
+	wgMaxKT         = 12  // WG_MAX_KT: k tiles a block holds, so K <= 768
+	wgWeightBoxRows = 16  // WG_WBOX: weight rows a TMA box brings
+	tensorMapBytes  = 128 // sizeof(CUtensorMap)
+	wgFile          = "gemm_wg.cu"
 
 	// cuTensorMapEncodeTiled's enums (cuda.h).
 	tensorMapFloat16     = 6
@@ -30,8 +29,8 @@ const (
 
 // wgTilesN are the kernels' output columns a block (gemm_wg_n<BN>), smallest
 // first. 48 lets a 65-128-row step spread qkv, fc and fcproj's slices over
-// 96-128 SMs instead of 72-96 at 64 columns (overlapped step at batch 128
-// 0.846 against 0.859-0.860 ms, batch 96 and 112 10-11 us shorter; NOTES.md).
+// 96-128 SMs instead of 72-96 at 64 columns (H100, overlapped step at batch
+// 128 0.846 against 0.859-0.860 ms, batch 96 and 112 10-11 us shorter).
 var wgTilesN = []int{16, 32, 48, 64}
 
 // wgKind is which kernel family of gemm_wg.cu a launch takes (its KIND).
@@ -157,7 +156,9 @@ func (g *gpu) encodeTensorMap(dst unsafe.Pointer, scratch *cArena, ptr devPtr, r
 }
 
 // wgGemm launches gemm_wg_n<bn> over rows in clusters of cluster column
-// tiles, or gemm_wg_sk_n<bn> over splits slices of K each (the residual
+// tiles (the device passes 1: on the H100 launching without clusters gave
+// 3-9 us shorter overlapped steps at every batch from 48 to 128 than
+// clusters of 4 that share x rows through TMA multicast), or gemm_wg_sk_n<bn> over splits slices of K each (the residual
 // epilogue): xMap and wMap are the C addresses of tensor maps of x (boxes of
 // 64 rows) and W (boxes of wgWeightBoxRows rows), passed by value.
 // A LayerNorm fold mode takes gemm_wg_ln_n<bn> with ln's arguments.
@@ -177,9 +178,9 @@ func (g *gpu) wgGemm(bn, cluster, splits int, out devPtr, ldo int, xMap, wMap ui
 // resolveWG enables gemm_wg.cu where its kernels were built (sm_90a) and the
 // driver encodes tensor maps.
 func (d *Device) resolveWG() error {
-	d.wgOK, d.wgPairOK = false, false
+	d.path.wgOK, d.path.wgPairOK = false, false
 	C := d.cfg.Channels
-	if d.g.drv.cuTensorMapEncodeTiled == 0 || C%wgTileK != 0 || C/wgTileK > wgMaxKT {
+	if d.opts.force.cuBLASLt || d.g.drv.cuTensorMapEncodeTiled == 0 || C%wgTileK != 0 || C/wgTileK > wgMaxKT {
 		return nil
 	}
 	for _, kind := range wgKinds {
@@ -196,22 +197,19 @@ func (d *Device) resolveWG() error {
 	}
 	// gemm_wg_pair where every pair kernel loads and fits, and the process
 	// has every SM (pairShape).
-	d.wgPairOK = !mpsPartitioned()
+	d.path.wgPairOK = !mpsPartitioned() && !d.opts.force.noPair
 	for _, bn := range wgTilesN {
 		k, ok := d.g.kernels[wgPairKernelName(bn)]
 		smem := wgPairSmem(bn, C)
 		if !ok || smem > d.g.smemOptIn {
-			d.wgPairOK = false
+			d.path.wgPairOK = false
 			break
 		}
 		if err := d.g.setMaxDynamicSmem(k, smem); err != nil {
 			return err
 		}
 	}
-	d.wgOK = true
-	if d.wgCluster == 0 {
-		d.wgCluster = wgDefaultCluster
-	}
+	d.path.wgOK = true
 	return nil
 }
 
@@ -220,7 +218,7 @@ func (d *Device) resolveWG() error {
 // the buffers, so a padded step's last tile stays inside them) and W maps
 // of each layer's projection weights.
 func (d *Device) buildWGMaps() error {
-	if !d.wgOK {
+	if !d.path.wgOK {
 		return nil
 	}
 	type matrix struct {
@@ -234,21 +232,21 @@ func (d *Device) buildWGMaps() error {
 			matrix{l.fcW, 4 * C, C, wgWeightBoxRows}, matrix{l.fcProjW, C, 4 * C, wgWeightBoxRows})
 	}
 	var err error
-	if d.wgArena, err = newCArena(len(mats)*tensorMapBytes + 4096); err != nil {
+	if d.tma.arena, err = newCArena(len(mats)*tensorMapBytes + 4096); err != nil {
 		return err
 	}
-	host, err := d.wgArena.alloc(len(mats)*tensorMapBytes + 64)
+	host, err := d.tma.arena.alloc(len(mats)*tensorMapBytes + 64)
 	if err != nil {
 		return err
 	}
 	host = unsafe.Pointer((uintptr(host) + 63) &^ 63) // CUtensorMap is 64-byte aligned
-	d.wgMaps = make(map[devPtr]uintptr, len(mats))
+	d.tma.maps = make(map[devPtr]uintptr, len(mats))
 	for i, m := range mats {
 		p := unsafe.Add(host, i*tensorMapBytes)
-		if err := d.g.encodeTensorMap(p, d.wgArena, m.ptr, m.rows, m.cols, m.cols, m.boxRows); err != nil {
+		if err := d.g.encodeTensorMap(p, d.tma.arena, m.ptr, m.rows, m.cols, m.cols, m.boxRows); err != nil {
 			return err
 		}
-		d.wgMaps[m.ptr] = uintptr(p)
+		d.tma.maps[m.ptr] = uintptr(p)
 	}
 	return nil
 }
@@ -270,28 +268,29 @@ func wgSplits(K int) int {
 
 // useWG reports whether a projection of rows x K with the epilogue mode
 // goes through gemm_wg.cu: K in one slice, or (the residual epilogue, whose
-// slices add into the fp32 output) split unless Options.NoWgmmaSplitK.
+// slices add into the fp32 output: the last bits of the sums may differ
+// between runs) split over blocks.
 func (d *Device) useWG(rows, K, mode int) bool {
-	if !d.wgOK || rows <= 0 || rows > d.opts.WgmmaGemmRows || d.useSkinny(rows) || d.useGemv(rows) {
+	if !d.path.wgOK || rows <= 0 || rows > d.path.wgRows || d.useSkinny(rows) || d.useGemv(rows) {
 		return false
 	}
 	s := wgSplits(K)
-	return s == 1 || s > 1 && mode == gemvResidual && !d.opts.NoWgmmaSplitK
+	return s == 1 || s > 1 && mode == gemvResidual
 }
 
 // lnFold reports whether a step of rows folds the LayerNorm before fc into
-// attproj's and fc's epilogues: both go through gemm_wg.cu in one K slice
-// (K = C; in one slice useWG takes every epilogue alike), unless
-// Options.NoWgmmaLNFold.
+// attproj's and fc's epilogues (attproj leaves x * gamma and each row's sum
+// and sum of squares, fc applies rstd, the mean and gamma W^T, beta W^T + b):
+// wherever both go through gemm_wg.cu in one K slice (K = C; in one slice
+// useWG takes every epilogue alike).
 func (d *Device) lnFold(rows int) bool {
 	C := d.cfg.Channels
-	return !d.opts.NoWgmmaLNFold && wgSplits(C) == 1 && d.useWG(rows, C, gemvResidual)
+	return wgSplits(C) == 1 && d.useWG(rows, C, gemvResidual)
 }
 
 // pairShape is gemm_wg_pair's fc tile width and grid for a step of N rows,
 // ok where it takes the step: the fold does, attproj takes wgPairTileA
-// columns a tile, neither projection runs in clusters, and the grid fits
-// one block an SM (Options.NoWgmmaPair: never).
+// columns a tile and the grid fits one block an SM.
 //
 // Its grid barrier needs every block resident at once. The grid is at
 // most one block an SM, the kernels before it end without waiting on it,
@@ -301,10 +300,10 @@ func (d *Device) lnFold(rows int) bool {
 // have them all: there resolveWG leaves the pair off. Not launched
 // cooperatively: that attribute delays the grid until the kernel before it
 // has drained (no early weight fetch), which cost 14-20 us of the gain at
-// batch 96-128 (NOTES.md, eighteenth session).
+// batch 96-128 on the H100 (docs/cuda.md).
 func (d *Device) pairShape(N int) (bnB, grid int, ok bool) {
 	C := d.cfg.Channels
-	if !d.wgPairOK || d.opts.NoWgmmaPair || d.wgCluster != 1 || !d.lnFold(N) {
+	if !d.path.wgPairOK || !d.lnFold(N) {
 		return 0, 0, false
 	}
 	bnA, bnB := wgTileN(d.g.smCount, N, C), wgTileN(d.g.smCount, N, 4*C)
@@ -337,7 +336,7 @@ func mpsPartitioned() bool {
 func (d *Device) wgPair(l, N, bnB, grid int, stats devPtr) error {
 	a, w := &d.act, &d.w.layers[l]
 	return d.g.wgPairGemm(bnB, grid, N, d.cfg.Channels, wgPairArgs{
-		maps:  [4]uintptr{d.wgMaps[a.attn], d.wgMaps[w.attProjW], d.wgMaps[a.ln], d.wgMaps[w.fcW]},
+		maps:  [4]uintptr{d.tma.maps[a.attn], d.tma.maps[w.attProjW], d.tma.maps[a.ln], d.tma.maps[w.fcW]},
 		resid: a.residual, fcOut: a.fc, biasA: w.attProjB, gammaA: w.ln2W, sB: w.fcLNs, bB: w.fcLNb,
 		stats: stats, x16: a.ln, counter: d.pairCounter(l, N), eps: d.cfg.LayerNormEpsilon,
 	})
@@ -375,85 +374,12 @@ func (d *Device) wgLN(out devPtr, ldo int, x, w, bias16, bias32 devPtr, rows, K,
 	if !d.useWG(rows, K, mode) {
 		return false, nil
 	}
-	xMap, okX := d.wgMaps[x]
-	wMap, okW := d.wgMaps[w]
+	xMap, okX := d.tma.maps[x]
+	wMap, okW := d.tma.maps[w]
 	splits := wgSplits(K)
 	bn := wgTileN(d.g.smCount/splits, rows, oc)
 	if !okX || !okW || bn == 0 || ceilDiv(rows, wgTileM)*wgTileM > d.opts.MaxStepTokens {
 		return false, nil
 	}
-	return true, d.g.wgGemm(bn, wgClusterFor(d.wgCluster, oc/bn), splits, out, ldo, xMap, wMap, bias16, bias32, rows, K/splits, oc, mode, ln)
+	return true, d.g.wgGemm(bn, 1, splits, out, ldo, xMap, wMap, bias16, bias32, rows, K/splits, oc, mode, ln)
 }
-
-// wgClusterFor is the largest cluster of at most want (a power of two)
-// column tiles that divides tiles.
-func wgClusterFor(want, tiles int) int {
-	c := max(want, 1)
-	for c > 1 && tiles%c != 0 {
-		c /= 2
-	}
-	return c
-}
-
-// SetWgmmaCluster sets how many column tiles of gemm_wg.cu share their x
-// rows through TMA multicast (1, 2 or 4; 0 = the default) for later steps,
-// dropping captured graphs (A/B measurements). The default was 4 from the
-// thirteenth session to the sixteenth. By then the epilogue fix, fcproj in K
-// slices and the LayerNorm fold had changed what the projections wait on,
-// and launching them without clusters gave 3-9 us shorter overlapped steps
-// at every batch from 48 to 128 (alternating binaries, three rounds;
-// NOTES.md).
-func (d *Device) SetWgmmaCluster(c int) error {
-	if c == 0 {
-		c = wgDefaultCluster
-	}
-	if c != 1 && c != 2 && c != 4 {
-		return fmt.Errorf("cuda: gemm_wg clusters of %d blocks: want 1, 2 or 4", c)
-	}
-	return d.reconfigure(func() error {
-		d.wgCluster = c
-		return nil
-	})
-}
-
-// SetWgmmaGemmRows sets Options.WgmmaGemmRows (0 = the default, negative =
-// never) for later steps, dropping captured graphs.
-func (d *Device) SetWgmmaGemmRows(n int) error {
-	return d.reconfigure(func() error {
-		d.opts.WgmmaGemmRows = n
-		d.opts = withDefaults(d.opts)
-		return nil
-	})
-}
-
-// SetWgmmaLNFold sets whether the LayerNorm before fc is folded into
-// gemm_wg.cu's attproj and fc epilogues (Options.NoWgmmaLNFold off) for
-// later steps, dropping captured graphs.
-func (d *Device) SetWgmmaLNFold(on bool) error {
-	return d.reconfigure(func() error {
-		d.opts.NoWgmmaLNFold = !on
-		return nil
-	})
-}
-
-// SetWgmmaPair sets whether the folded attproj and fc run as one
-// gemm_wg_pair grid (Options.NoWgmmaPair off) for later steps, dropping
-// captured graphs.
-func (d *Device) SetWgmmaPair(on bool) error {
-	return d.reconfigure(func() error {
-		d.opts.NoWgmmaPair = !on
-		return nil
-	})
-}
-
-// SetWgmmaSplitK sets whether gemm_wg.cu takes fcproj with K split
-// (Options.NoWgmmaSplitK off) for later steps, dropping captured graphs.
-func (d *Device) SetWgmmaSplitK(on bool) error {
-	return d.reconfigure(func() error {
-		d.opts.NoWgmmaSplitK = !on
-		return nil
-	})
-}
-
-// WgmmaAvailable reports whether gemm_wg.cu's kernels run on this device.
-func (d *Device) WgmmaAvailable() bool { return d.wgOK }

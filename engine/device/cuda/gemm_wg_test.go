@@ -143,3 +143,14 @@ func TestMPSPartitioned(t *testing.T) {
 		}
 	}
 }
+
+// wgClusterFor is the largest cluster of at most want (a power of two)
+// column tiles that divides tiles: how the tests launch gemm_wg.cu in
+// clusters (the device launches it without).
+func wgClusterFor(want, tiles int) int {
+	c := max(want, 1)
+	for c > 1 && tiles%c != 0 {
+		c /= 2
+	}
+	return c
+}

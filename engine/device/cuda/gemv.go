@@ -50,7 +50,7 @@ func gemvKernelNames() []string {
 
 // useGemv reports whether a projection over rows token rows goes through gemv.cu.
 func (d *Device) useGemv(rows int) bool {
-	return d.gemvOK && rows > 0 && rows <= d.opts.GemvMaxRows
+	return d.path.gemvOK && rows > 0 && rows <= maxGemvRows
 }
 
 // gemvShape picks the kernel variant and grid for rows x oc: two 8-column
@@ -71,7 +71,7 @@ func (d *Device) gemvShape(ln bool, rows, oc, perSM, spareSMs int) (kernel, int)
 		lnIdx = 1
 	}
 	tiles := ceilDiv(oc, 8*(nt+1))
-	return d.kGemv[lnIdx][big][nt], min(tiles, perSM*max(1, d.g.smCount-spareSMs))
+	return d.k.gemv[lnIdx][big][nt], min(tiles, perSM*max(1, d.g.smCount-spareSMs))
 }
 
 // gemvLN: out(rows, oc) = LayerNorm(resid[sel[i]] or resid[i]; lnW, lnB) @ w^T,
@@ -116,8 +116,8 @@ type skinnyKernel struct {
 }
 
 // skinnyKernels are gemm_skinny.cu's kernels: the first two are the
-// defaults for at most 32 rows and above (skinnyKernelFor), the others A/B
-// alternatives (SetSkinnyVariant).
+// defaults for at most 32 rows and above (skinnyKernelFor), the others
+// alternatives cudabench's projection diagnostics time.
 var skinnyKernels = []skinnyKernel{
 	{"gemm_skinny_m32", 32, 2, skinnyStages},
 	{"gemm_skinny_m64", 64, 2, skinnyStages},
@@ -133,24 +133,13 @@ func skinnyKernelFor(M int) skinnyKernel {
 	return skinnyKernels[1]
 }
 
-// SkinnyKernelNames lists gemm_skinny.cu's kernels, the names
-// SetSkinnyVariant takes.
-func SkinnyKernelNames() []string {
+// skinnyKernelNames lists gemm_skinny.cu's kernels.
+func skinnyKernelNames() []string {
 	var names []string
 	for _, k := range skinnyKernels {
 		names = append(names, k.name)
 	}
 	return names
-}
-
-// skinnyKernelNamed is the entry of skinnyKernels with that name, or nil.
-func skinnyKernelNamed(name string) *skinnyKernel {
-	for i := range skinnyKernels {
-		if skinnyKernels[i].name == name {
-			return &skinnyKernels[i]
-		}
-	}
-	return nil
 }
 
 func (k skinnyKernel) threads() int { return k.groups * skinnyThreads }
@@ -200,13 +189,13 @@ func skinnyShapeFor(smCount, M, oc, K int, v *skinnyKernel) skinnyShape {
 // useSkinny reports whether the layer projections over rows token rows go
 // through gemm_skinny.cu.
 func (d *Device) useSkinny(rows int) bool {
-	return d.skinnyOK && rows > 0 && rows <= d.opts.SkinnyGemmRows && rows <= maxSkinnyRows
+	return d.path.skinnyOK && rows > 0 && rows <= d.path.skinnyRows && rows <= maxSkinnyRows
 }
 
 // skinny: out(rows, oc) = x(rows, K; row stride ldx) @ w^T with the epilogue
 // mode (bias16 for the fp16 modes, bias32 for the residual one).
 func (d *Device) skinny(out devPtr, ldo int, x devPtr, ldx int, w, bias16, bias32 devPtr, rows, K, oc, mode int) error {
-	sh := skinnyShapeFor(d.g.smCount, rows, oc, K, d.skinnyVariant)
+	sh := skinnyShapeFor(d.g.smCount, rows, oc, K, d.path.skinnyVariant)
 	return d.g.skinnyGemm(d.g.kernel(sh.k.name), sh, out, ldo, x, ldx, w, bias16, bias32, rows, K, oc, mode)
 }
 

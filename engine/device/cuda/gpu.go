@@ -120,8 +120,10 @@ var kernelNames = []string{
 	"attention_decode_32", "attention_decode_64", "attention_decode_128", "attention_decode_combine",
 	"attention_prefill_32", "attention_prefill_64", "attention_prefill_128", "attention_prefill_mma_64",
 	"sample_rows", "sample_rows_h", "attention_decode_warp_64", "attention_decode_warp_splits_64", "attention_decode_warp_splits_r4_64",
-	"read_bandwidth", "l2_broadcast_read", "empty_pdl",
 }
+
+// labKernelNames are the kernels of labKernelFiles.
+var labKernelNames []string
 
 // openGPU initialises the device on the calling goroutine's OS thread, which
 // the caller must have locked.
@@ -186,7 +188,7 @@ func openGPU() (*gpu, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := g.loadModules(cubins, append(append(append(append([]string{}, kernelNames...), gemvKernelNames()...), lmheadKernelNames()...), SkinnyKernelNames()...)); err != nil {
+	if err := g.loadModules(cubins, append(append(append(append(append([]string{}, kernelNames...), labKernelNames...), gemvKernelNames()...), lmheadKernelNames()...), skinnyKernelNames()...)); err != nil {
 		return nil, err
 	}
 	if g.blas, err = loadBlasLt(d); err != nil {

@@ -2,8 +2,9 @@
 # gpu_check.sh: on a machine with an NVIDIA GPU, run the CUDA device's tests,
 # its benchmark and (where Nsight Compute is installed) a per-kernel profile
 # of single decode steps, from binaries prebuilt by `make gpu-build` (no Go
-# needed there); log everything under $OUT (default .gpu/out) and print a
-# short summary table last.
+# needed there; cudabench is cmd/cudabench, built with the cudalab tag); log
+# everything under $OUT (default .gpu/out) and print a short summary table
+# last.
 #
 #   bash engine/device/cuda/gpu_check.sh [all|test|bench|ncu] [extra cudabench flags]
 #   GPU_TEST_RUN=Sampler bash engine/device/cuda/gpu_check.sh test   # a subset of tests
@@ -58,7 +59,7 @@ for k in kern.values():
         steps.append([])
     steps[-1].append(k)
 batches = ",".join(sys.argv[2:]).split(",")
-labels = ["batch %s, %s kernels" % (b, v) for b in batches for v in ("default", "skinny GEMM")]
+labels = ["batch %s" % b for b in batches]
 for i, st in enumerate(steps):
     tot = sum(k.get("gpu__time_duration.sum", 0) for k in st)
     print("ncu decode step %d (%s): %d kernels, %.1f us" % (i + 1, labels[i] if i < len(labels) else "?", len(st), tot))

@@ -16,10 +16,8 @@ import (
 // so a size has a graph per stage.
 type decodeGraph struct {
 	graph, exec uintptr
-	marks       []string // profile marks captured as event nodes (see opProfile)
-	sampleNode  uintptr  // the event-record node before the sampler (spans.go); 0 = none
-	nodeEvent   uintptr  // the event sampleNode records at the next launch
-	withSample  bool     // captured while graphSample (the node is 0 if none was found)
+	sampleNode  uintptr // the event-record node before the sampler (spans.go); 0 = none
+	nodeEvent   uintptr // the event sampleNode records at the next launch
 }
 
 // graphKey names a captured decode graph: its padded batch size, and the
@@ -42,60 +40,44 @@ func (d *Device) graphSizeFor(n int) int {
 // launched the first time after that from each stage, launched from then on.
 func (d *Device) runGraph(p *stepPlan) error {
 	key := graphKey{p.graphBatch, p.stage}
-	gr := d.graphs[key]
+	gr := d.graphs.byKey[key]
 	if gr == nil {
 		gr = &decodeGraph{}
-		d.graphs[key] = gr
+		d.graphs.byKey[key] = gr
 		if !d.graphSizeSeen(key) {
 			return d.forward(p)
 		}
 	}
 	drv, s := d.g.drv, d.g.stream
-	if gr.exec != 0 && !gr.withSample && d.sampleEvent != 0 && d.graphSample {
-		// Captured before spans were on: capture it again with the
-		// sampler's node (plans exist: the graph's first step ran eagerly).
-		// The old one may still run for the step in flight: freed at Close.
-		d.retired = append(d.retired, *gr)
-		*gr = decodeGraph{}
-	}
 	if gr.exec == 0 {
 		graph, exec, err := d.g.capture(func() error {
-			d.capturing = true
-			ferr := d.forward(p)
-			d.capturing = false
-			if d.prof != nil {
-				gr.marks = append([]string{}, d.prof.names[:d.prof.used]...)
-				d.prof.used = 0 // recorded by replays, not by the capture
-			}
-			return ferr
+			d.graphs.capturing = true
+			defer func() { d.graphs.capturing = false }()
+			return d.forward(p)
 		})
 		if err != nil {
 			return fmt.Errorf("cuda: capturing decode graph of batch %d: %w", p.graphBatch, err)
 		}
 		gr.graph, gr.exec = graph, exec
-		if d.graphSample {
-			node, err := d.findSampleNode(graph)
-			if err != nil {
+		if h := d.instr.hook; h != nil {
+			if err := h.graphCaptured(gr); err != nil {
 				return err
 			}
-			gr.sampleNode, gr.nodeEvent, gr.withSample = node, d.sampleSpare, true
 		}
 	}
-	if err := d.pointSampleNode(gr); err != nil {
-		return err
+	if h := d.instr.hook; h != nil {
+		if err := h.graphLaunching(gr); err != nil {
+			return err
+		}
 	}
 	r, _, _ := purego.SyscallN(drv.cuGraphLaunch, gr.exec, s)
-	if p := d.prof; p != nil && len(gr.marks) > 0 && len(gr.marks) <= len(p.events) {
-		copy(p.names, gr.marks) // the replay recorded the first len(marks) events
-		p.used = len(gr.marks)
-	}
 	return drv.check("cuGraphLaunch", r)
 }
 
 // graphSizeSeen reports whether a step of key's size ran from another stage
 // (the plans it needs exist).
 func (d *Device) graphSizeSeen(key graphKey) bool {
-	for k := range d.graphs {
+	for k := range d.graphs.byKey {
 		if k.size == key.size && k.stage != key.stage {
 			return true
 		}
@@ -103,15 +85,27 @@ func (d *Device) graphSizeSeen(key graphKey) bool {
 	return false
 }
 
+// retireGraphs has every graph captured again on its next use (spans.go:
+// with the sampler's node). A graph may still run for a step in flight, so
+// the old ones are freed with the next dropGraphs.
+func (d *Device) retireGraphs() {
+	for _, gr := range d.graphs.byKey {
+		if gr.exec != 0 {
+			d.graphs.retired = append(d.graphs.retired, *gr)
+			*gr = decodeGraph{}
+		}
+	}
+}
+
 func (d *Device) dropGraphs() {
-	for k, gr := range d.graphs {
+	for k, gr := range d.graphs.byKey {
 		d.destroyGraph(gr)
-		delete(d.graphs, k)
+		delete(d.graphs.byKey, k)
 	}
-	for i := range d.retired {
-		d.destroyGraph(&d.retired[i])
+	for i := range d.graphs.retired {
+		d.destroyGraph(&d.graphs.retired[i])
 	}
-	d.retired = nil
+	d.graphs.retired = nil
 }
 
 // destroyGraph frees gr's graph and executable.

@@ -22,6 +22,10 @@ import (
 //go:embed kernels/*.cu kernels/*.cuh
 var kernelFS embed.FS
 
+// labKernelFiles are kernel files of the cudalab build (name -> source;
+// lab_ceilings.go), compiled beside the product's.
+var labKernelFiles = map[string]string{}
+
 // kernelSources returns the .cu files (name -> source) and the headers they
 // may #include.
 func kernelSources() (files, headers map[string]string, err error) {
@@ -41,6 +45,9 @@ func kernelSources() (files, headers map[string]string, err error) {
 		case ".cuh":
 			headers[e.Name()] = string(b)
 		}
+	}
+	for name, src := range labKernelFiles {
+		files[name] = src
 	}
 	return files, headers, nil
 }

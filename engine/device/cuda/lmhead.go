@@ -32,11 +32,10 @@ func lmheadKernelNames() []string {
 }
 
 // resolveLMHead picks the model's lmhead.cu kernels; lmheadOK stays false
-// (the gemv.cu LM head and the sampler's full-row scan) for other widths or
-// when Options.NoTiledLMHead asks for the old path.
+// (the gemv.cu LM head and the sampler's full-row scan) for other widths.
 func (d *Device) resolveLMHead(get func(*kernel, string) error) error {
-	d.lmheadOK = false
-	if !d.gemvOK || d.opts.NoTiledLMHead {
+	d.path.lmheadOK = false
+	if !d.path.gemvOK || d.opts.force.gemvLMHead {
 		return nil
 	}
 	for _, kch := range lmheadChunks {
@@ -44,11 +43,11 @@ func (d *Device) resolveLMHead(get func(*kernel, string) error) error {
 			continue
 		}
 		for i, rows16 := range []bool{false, true} {
-			if err := get(&d.kLMHead[i], lmheadKernelName(rows16, kch)); err != nil {
+			if err := get(&d.k.lmHead[i], lmheadKernelName(rows16, kch)); err != nil {
 				return err
 			}
 		}
-		d.lmheadOK = true
+		d.path.lmheadOK = true
 	}
 	return nil
 }
@@ -62,9 +61,9 @@ func lmheadKeyStride(ld int) int { return ld / lmheadTileCols }
 // free SM it is resident and waiting on the grid dependency when the LM head
 // ends, instead of launching only once an SM drains.
 func (d *Device) lmhead(sel devPtr, M int) error {
-	k := d.kLMHead[0]
+	k := d.k.lmHead[0]
 	if M > 8 {
-		k = d.kLMHead[1]
+		k = d.k.lmHead[1]
 	}
 	tiles := ceilDiv(d.vocabPadded, lmheadTileCols)
 	grid := min(ceilDiv(tiles, gemvThreads/32), 2*max(1, d.g.smCount-1))

@@ -66,7 +66,9 @@ func (d *Device) lastLogits(t *testing.T, M int) [][]float32 {
 func (d *Device) lastRowOfSeq() []int { return d.lastPlan().rowOfSeq }
 
 // lastPlan is the last submitted step's plan, test-only.
-func (d *Device) lastPlan() *stepPlan { return &d.stage[(d.next+len(d.stage)-1)%len(d.stage)].plan }
+func (d *Device) lastPlan() *stepPlan {
+	return &d.queue.stage[(d.queue.next+len(d.queue.stage)-1)%len(d.queue.stage)].plan
+}
 
 // blockAlloc hands out KV block ids to test sequences.
 type blockAlloc struct{ next int32 }
@@ -96,11 +98,12 @@ func TestModelLogitsMixedBatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range []Options{{NoCUDAGraph: true}, {}, {SimplePrefillAttention: true}, {GemvMaxRows: -1, SkinnyGemmRows: -1, BlockDecodeAttention: true, NoPDL: true},
-		{SkinnyGemmRows: 128}, {SkinnyGemmRows: 128, NoCUDAGraph: true}, {NoTiledLMHead: true}, {ChunkRows: -1}, {GemvMaxRows: -1, FP32Logits: true}} {
+	for _, o := range []Options{{NoCUDAGraph: true}, {}, {ChunkRows: -1},
+		{force: forcedPaths{simplePrefill: true}},
+		{force: forcedPaths{cuBLASLt: true, blockDecode: true, noPDL: true}},
+		{force: forcedPaths{gemvLMHead: true}}} {
 		o.MaxStepTokens, o.MaxSeqs = 1024, 64
-		t.Run(fmt.Sprintf("noCUDAGraph=%v_simplePrefill=%v_gemv=%v_skinny=%d_blockDecode=%v_noPDL=%v_noTiledLMHead=%v_chunkRows=%d_fp32Logits=%v", o.NoCUDAGraph, o.SimplePrefillAttention,
-			o.GemvMaxRows >= 0, o.SkinnyGemmRows, o.BlockDecodeAttention, o.NoPDL, o.NoTiledLMHead, o.ChunkRows, o.FP32Logits), func(t *testing.T) {
+		t.Run(fmt.Sprintf("noCUDAGraph=%v_chunkRows=%d_forced=%+v", o.NoCUDAGraph, o.ChunkRows, o.force), func(t *testing.T) {
 			d := newTestDevice(t, w, o)
 			checkMixedBatches(t, d, w)
 		})
@@ -204,17 +207,17 @@ func checkMixedBatches(t *testing.T, d *Device, w *model.Weights) {
 // reports where they first diverge; at least 95% of tokens must agree. With
 // 3 prompts the decode steps take the small-batch path (gemv.cu).
 func TestGreedyContinuations(t *testing.T) {
-	for _, tc := range []struct{ P, skinny int }{{32, 0}, {3, 0}, {32, 128}} {
-		t.Run(fmt.Sprintf("prompts=%d_skinny=%d", tc.P, tc.skinny), func(t *testing.T) { testGreedyContinuations(t, tc.P, tc.skinny) })
+	for _, P := range []int{32, 3} {
+		t.Run(fmt.Sprintf("prompts=%d", P), func(t *testing.T) { testGreedyContinuations(t, P) })
 	}
 }
 
-func testGreedyContinuations(t *testing.T, P, skinny int) {
+func testGreedyContinuations(t *testing.T, P int) {
 	w, err := model.InitRandom(smallConfig, 21)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := newTestDevice(t, w, Options{MaxStepTokens: 2048, MaxSeqs: 64, SkinnyGemmRows: skinny})
+	d := newTestDevice(t, w, Options{MaxStepTokens: 2048, MaxSeqs: 64})
 	r := rand.New(rand.NewPCG(22, 23))
 	const G = 64
 	prompts := make([][]int32, P)
@@ -247,10 +250,10 @@ func testGreedyContinuations(t *testing.T, P, skinny int) {
 		case "overlap":
 			other = greedyGPU(t, d, prompts, G, true)
 		case "nograph":
-			d2 := newTestDevice(t, w, Options{NoCUDAGraph: true, MaxStepTokens: 2048, MaxSeqs: 64, SkinnyGemmRows: skinny})
+			d2 := newTestDevice(t, w, Options{NoCUDAGraph: true, MaxStepTokens: 2048, MaxSeqs: 64})
 			other = greedyGPU(t, d2, prompts, G, false)
-		default: // the same kernels without programmatic dependent launch: the same tokens
-			d2 := newTestDevice(t, w, Options{NoPDL: true, MaxStepTokens: 2048, MaxSeqs: 64, SkinnyGemmRows: skinny})
+		default: // the same kernels without programmatic dependent launch (drivers without it): the same tokens
+			d2 := newTestDevice(t, w, Options{MaxStepTokens: 2048, MaxSeqs: 64, force: forcedPaths{noPDL: true}})
 			other = greedyGPU(t, d2, prompts, G, false)
 		}
 		for i := range prompts {

@@ -87,12 +87,12 @@ func (d *Device) buildPlan(b *device.Batch, st *staging, rows bool, graphSize in
 		if s.StartPos < 0 || s.StartPos+n > maxT {
 			return fmt.Errorf("cuda: seq %d covers positions [%d, %d), model max %d", s.SeqID, s.StartPos, s.StartPos+n, maxT)
 		}
-		if need := (s.StartPos + n + B - 1) / B; len(s.BlockTable) < need || len(s.BlockTable) > d.maxBlocks {
-			return fmt.Errorf("cuda: seq %d has %d blocks, needs %d (max %d)", s.SeqID, len(s.BlockTable), need, d.maxBlocks)
+		if need := (s.StartPos + n + B - 1) / B; len(s.BlockTable) < need || len(s.BlockTable) > d.cache.maxBlocks {
+			return fmt.Errorf("cuda: seq %d has %d blocks, needs %d (max %d)", s.SeqID, len(s.BlockTable), need, d.cache.maxBlocks)
 		}
 		nTok += n
 		if n > 1 && !rows {
-			nTiles += (n + d.prefillTile - 1) / d.prefillTile
+			nTiles += (n + d.path.prefillTile - 1) / d.path.prefillTile
 		}
 		if s.Sample {
 			nSample++
@@ -109,7 +109,7 @@ func (d *Device) buildPlan(b *device.Batch, st *staging, rows bool, graphSize in
 		return fmt.Errorf("cuda: step of %d tokens / %d sequences exceeds the device's %d / %d (Options.MaxStepTokens/MaxSeqs)",
 			nTok, nSeq, d.opts.MaxStepTokens, d.opts.MaxSeqs)
 	}
-	lay := newLayout(nTok, nSeq, nTiles, nSample, d.maxBlocks)
+	lay := newLayout(nTok, nSeq, nTiles, nSample, d.cache.maxBlocks)
 	p.lay, p.nDecode, p.nPrefill, p.graphBatch = lay, 0, 0, graphSize
 	p.stage, p.inputs = st.index, st.devIn
 	p.chunkSeqs, p.oneTokenSeqs = 0, 0
@@ -125,9 +125,9 @@ func (d *Device) buildPlan(b *device.Batch, st *staging, rows bool, graphSize in
 	// tokens, first position of this step, and block table.
 	seqEntry := func(e, row, n, ctx, from int, table []int32) error {
 		host[lay.qStart+e], host[lay.qLen+e], host[lay.ctx+e], host[lay.newFrom+e] = int32(row), int32(n), int32(ctx), int32(from)
-		bt := host[lay.blockTables+e*d.maxBlocks : lay.blockTables+(e+1)*d.maxBlocks]
+		bt := host[lay.blockTables+e*d.cache.maxBlocks : lay.blockTables+(e+1)*d.cache.maxBlocks]
 		for j := range bt {
-			bt[j] = d.scratchBlock
+			bt[j] = d.cache.scratchBlock
 			if j < len(table) {
 				id := table[j]
 				if id < 0 || int(id) >= d.kv.NumBlocks {
@@ -199,7 +199,7 @@ func (d *Device) buildPlan(b *device.Batch, st *staging, rows bool, graphSize in
 				host[lay.tokens+row] = tok
 			case tok < 0 && n == 1:
 				// Overlap: the token this sequence sampled in the previous step, still on the GPU.
-				prev, ok := d.prevRow[s.SeqID]
+				prev, ok := d.queue.prevRow[s.SeqID]
 				if !ok {
 					return fmt.Errorf("cuda: seq %d asks for its previous sample but the last step did not sample it", s.SeqID)
 				}
@@ -219,7 +219,7 @@ func (d *Device) buildPlan(b *device.Batch, st *staging, rows bool, graphSize in
 			row++
 		}
 		if n > 1 && !rows {
-			for q0 := 0; q0 < n; q0 += d.prefillTile {
+			for q0 := 0; q0 < n; q0 += d.path.prefillTile {
 				host[lay.tileSeq+tile], host[lay.tileQ0+tile] = int32(i), int32(q0)
 				tile++
 			}

@@ -13,13 +13,12 @@ import (
 // planDevice is a Device with only what buildPlan reads (no GPU).
 func planDevice() *Device {
 	return &Device{
-		cfg:          model.Config{MaxSeqLen: 256, VocabSize: 1000},
-		kv:           device.KVConfig{NumBlocks: 64, BlockSizeTokens: 16},
-		opts:         withDefaults(Options{MaxSeqs: 32, MaxStepTokens: 512}),
-		maxBlocks:    16,
-		scratchBlock: 63,
-		prefillTile:  prefillTileRowsMMA,
-		prevRow:      map[uint64]int{7: 2},
+		cfg:   model.Config{MaxSeqLen: 256, VocabSize: 1000},
+		kv:    device.KVConfig{NumBlocks: 64, BlockSizeTokens: 16},
+		opts:  withDefaults(Options{MaxSeqs: 32, MaxStepTokens: 512}),
+		cache: kvCache{maxBlocks: 16, scratchBlock: 63},
+		path:  pathChoice{prefillTile: prefillTileRowsMMA},
+		queue: stepQueue{prevRow: map[uint64]int{7: 2}},
 	}
 }
 
@@ -55,7 +54,7 @@ func TestBuildPlanChunkRows(t *testing.T) {
 		{40, 40, 0, 1}, {30, 30, 11, 4}, {31, 30, 12, 4}, {32, 30, 13, 4}, {0, 0, 21, 9}, {1, 0, 22, 9}, {0, 0, 0, 63}, {0, 0, 0, 63},
 	}
 	for r, w := range want {
-		got := []int32{in[lay.pos+r], in[lay.ctx+r], in[lay.newFrom+r], in[lay.tokens+r], in[lay.blockTables+r*d.maxBlocks],
+		got := []int32{in[lay.pos+r], in[lay.ctx+r], in[lay.newFrom+r], in[lay.tokens+r], in[lay.blockTables+r*d.cache.maxBlocks],
 			in[lay.qStart+r], in[lay.qLen+r], in[lay.decSeqs+r], in[lay.slots+r], in[lay.sampleRows+r]}
 		exp := []int32{w.pos, w.pos, w.from, w.tok, w.blk0, int32(r), 1, int32(r), -1, int32(r)}
 		if !slices.Equal(got, exp) {

@@ -2,7 +2,6 @@ package cuda
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"time"
 
@@ -17,7 +16,7 @@ import (
 //     maxTuneRows rows, times 16 candidates (64 synchronous GEMM runs), and
 //     the first launch of each candidate loads its kernel module. On the H100
 //     through the product path this cost 100+ ms TTFT outliers online and
-//     made offline 14x slower than the device's own loop (NOTES.md): mixed
+//     made offline 14x slower than the device's own loop (docs/cuda.md): mixed
 //     prefill/decode steps bring a new row count almost every step.
 //   - CUDA graphs: one eager step, then a capture and an instantiation, per
 //     padded decode batch size.
@@ -75,12 +74,6 @@ func gemmBuckets(limit int, use func(n int) bool) []int {
 	return out
 }
 
-// prewarmEnabled: Options.NoPrewarm or ROSEINFER_CUDA_PREWARM=0 (the A/B
-// switch for the serving path's first-use costs) turn it off.
-func (d *Device) prewarmEnabled() bool {
-	return !d.opts.NoPrewarm && os.Getenv("ROSEINFER_CUDA_PREWARM") != "0"
-}
-
 // prewarm plans (and tunes) every GEMM bucket, captures every decode graph
 // and runs one mixed step; afterwards a shape it missed is planned from the
 // heuristic alone, untimed. It leaves the stream idle. The KV block 0 and the
@@ -133,7 +126,7 @@ func (d *Device) prewarm() error {
 		return err
 	}
 	g.blas.noTune = true
-	d.stats.prewarmed(time.Since(start), g.blas.plansBuilt, graphs, g.blas)
+	d.instr.prewarmTook, d.instr.prewarmGraphs = time.Since(start), graphs
 	return nil
 }
 
@@ -141,7 +134,7 @@ func (d *Device) prewarm() error {
 // from the given stage and waits for it: the stage's inputs are rewritten
 // by the next call.
 func (d *Device) warmStep(b *device.Batch, graphSize, stage int) error {
-	st := &d.stage[stage]
+	st := &d.queue.stage[stage]
 	if err := d.buildPlan(b, st, graphSize > 0, graphSize); err != nil {
 		return err
 	}
@@ -164,7 +157,7 @@ func (d *Device) warmStep(b *device.Batch, graphSize, stage int) error {
 // tiles and a decode token, each sampled, if the cache and limits allow.
 func (d *Device) warmMixedStep() error {
 	B := d.kv.BlockSizeTokens
-	n := min(d.prefillTile+1, d.opts.MaxStepTokens-1, d.cfg.MaxSeqLen-1)
+	n := min(d.path.prefillTile+1, d.opts.MaxStepTokens-1, d.cfg.MaxSeqLen-1)
 	if n < 2 || d.opts.MaxSeqs < 2 || d.kv.NumBlocks < ceilDiv(n, B)+1 {
 		return nil
 	}

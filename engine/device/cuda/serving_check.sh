@@ -1,23 +1,22 @@
 #!/usr/bin/env bash
 # serving_check.sh: on a GPU machine, the CUDA device through the product path
-# with its step statistics on (ROSEINFER_CUDA_STATS, see stats.go): issue 4's
-# offline run through `bench offline` (in-process engine), with and without
-# the device's start-up prewarm (ROSEINFER_CUDA_PREWARM=0 = the old
-# behaviour: plans tuned and graphs captured by the first steps needing
-# them), then the online run (roseinfer, and serve with a 1024-token prefill
-# chunk; then again with GOGC=400 in the server), GC cycles traced. Binaries from
-# `make gpu-build gpu-stack-build`; logs under $OUT (default .gpu/out).
+# with its step statistics on (ROSEINFER_CUDA_STATS, see lab_stats.go): issue
+# 4's offline run through `bench offline` (in-process engine), then the
+# online run (roseinfer, and serve with a 1024-token prefill chunk; then
+# again with GOGC=400 in the server), GC cycles traced. The statistics are
+# the device's lab, so the binaries are the cudalab builds `make gpu-build`
+# leaves in .gpu/lab; logs under $OUT (default .gpu/out).
 #
 #   bash engine/device/cuda/serving_check.sh [offline|online|all]
 set -uo pipefail
 mode=${1:-all}
 root=$(cd "$(dirname "$0")/../../.." && pwd)
-bin=$root/.gpu
-out=${OUT:-$bin/out}
+bin=$root/.gpu/lab
+out=${OUT:-$root/.gpu/out}
 mkdir -p "$out"
-export ROSEINFER_CUDA_CACHE=${ROSEINFER_CUDA_CACHE:-$bin/kernel-cache}
+export ROSEINFER_CUDA_CACHE=${ROSEINFER_CUDA_CACHE:-$root/.gpu/kernel-cache}
 for f in bench roseinfer; do
-	[ -x "$bin/$f" ] || { echo "serving_check: $bin/$f missing: run 'make gpu-stack-build' first" >&2; exit 2; }
+	[ -x "$bin/$f" ] || { echo "serving_check: $bin/$f missing: run 'make gpu-build' first" >&2; exit 2; }
 done
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 model=/tmp/gpt2-random
@@ -37,7 +36,6 @@ offline() { # label, env...
 }
 if [ "$mode" = all ] || [ "$mode" = offline ]; then
 	offline prewarm
-	offline noprewarm ROSEINFER_CUDA_PREWARM=0
 	# The step token budget, through the server (the in-process run fixes it).
 	for t in 2048 16384; do
 		OFFLINE_ARGS="--backends roseinfer+server --server-args=--max-num-batched-tokens=$t" offline "server-tokens$t"

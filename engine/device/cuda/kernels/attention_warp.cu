@@ -5,7 +5,7 @@
 //   - without key splits a block holds AW_WARPS heads of one sequence and
 //     its warps never synchronise (attention_decode_warp_64: batches too
 //     large for two splits at 24 warps an SM, over 132 with 12 heads on 132
-//     SMs, and from 88 with Options.DecodeWarpsPerSM < 0);
+//     SMs);
 //   - with key splits a block holds one (sequence, head) and a warp per
 //     split, which leave their partials in shared memory for warp 0 to
 //     merge: no combine kernel, and no global counter or partial round trip
@@ -98,7 +98,7 @@ __device__ __forceinline__ void attention_decode_warp_impl(half_t* out, const ha
         // The second round's K and V lines are asked into L2 too (a lane per
         // key), so that while qkv runs the DRAM streams twice what the first
         // round's registers hold: batch 128 overlapped 0.842-0.844 -> 0.826 ms
-        // (NOTES.md, seventeenth session).
+        // (H100, docs/cuda.md).
         if (sub == 0) {
 #pragma unroll
             for (int r = 0; r < R; r++) {

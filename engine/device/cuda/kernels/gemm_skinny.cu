@@ -1,5 +1,5 @@
 // gemm_skinny.cu: the projections of steps with 17..32 token rows by
-// default (decode at medium batch; up to 128 with Options.SkinnyGemmRows),
+// default (decode at medium batch; cudabench -gemm-chain runs it up to 128),
 // where cuBLASLt's tiles for so few rows leave most SMs idle.
 // out(M, OC) = x(M, K) @ W(OC, K)^T, then the epilogue of mma.cuh; x is fp16.
 //
@@ -21,7 +21,7 @@
 // block through distributed shared memory, in split order (results do not
 // depend on timing), and applies the epilogue. No workspace, no atomics.
 //
-// Measured on the H100 (NOTES.md): faster than cuBLASLt at 24 and 32 rows
+// Measured on the H100 (docs/cuda.md): faster than cuBLASLt at 24 and 32 rows
 // (0.489-0.493 vs 0.530-0.533 and 0.527-0.534 vs 0.570-0.573 ms a decode
 // step), slower at 48 and above (1.23-1.33 vs 0.99 ms at 128 for every
 // depth, tile height and warp count tried), also with the slices staged
@@ -269,9 +269,8 @@ __device__ __forceinline__ void gemm_skinny_impl(void* out, int ldo, const half_
 // The defaults (skinnyKernels in gemv.go): 8 warps in two k groups.
 GEMM_SKINNY(gemm_skinny_m32, 32, 2, SK_STAGES)
 GEMM_SKINNY(gemm_skinny_m64, 64, 2, SK_STAGES)
-// The previous default, one k group of 4 warps, for A/B measurements
-// (SetSkinnyVariant): at 24 and 32 rows a decode step took 0.511-0.516 and
+// One k group of 4 warps, for cudabench -gemm-chain: at 24 and 32 rows a decode step took 0.511-0.516 and
 // 0.559-0.568 ms with it vs 0.489-0.493 and 0.527-0.534 with two groups;
 // four groups (0.507-0.511, 0.571-0.577) and 16 stages (0.539, 0.585-0.590)
-// were slower (H100, NOTES.md).
+// were slower (H100, docs/cuda.md).
 GEMM_SKINNY(gemm_skinny_m32_g1, 32, 1, SK_STAGES)

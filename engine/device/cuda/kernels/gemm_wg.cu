@@ -1,12 +1,12 @@
 // gemm_wg.cu: the projections of medium decode steps (more rows than
-// gemm_skinny takes, up to Options.WgmmaGemmRows) whose K fits in shared
+// gemm_skinny takes, up to wgGemmRows = 128) whose K fits in shared
 // memory whole (qkv, attproj and fc of GPT-2: K = 768) or, for the residual
 // epilogue, in equal slices that add into the fp32 output (fcproj: K = 3072
 // in 4), on Hopper's tensor memory accelerator and warpgroup MMA. out(M, OC)
 // = x(M, K) @ W(OC, K)^T, then the epilogue of mma.cuh.
 //
 // Why not cuBLASLt: its kernels do not wait under programmatic dependent
-// launch (NOTES.md, ninth session), so each one starts only when the kernel
+// launch (docs/cuda.md), so each one starts only when the kernel
 // before it has ended, and its weight fetch cannot overlap that kernel's
 // tail. Why not gemm_skinny: at 64-128 rows its ldmatrix + mma.sync main
 // loop takes 8.5-11.5 us a projection where cuBLASLt's wgmma kernels take
@@ -21,14 +21,14 @@
 // 8-row groups of 1024 bytes). Built for sm_90a only (wgmma); elsewhere the
 // kernels are empty and never launched (gemm_wg.go).
 //
-// Measured on the H100 (NOTES.md, thirteenth and fourteenth sessions),
+// Measured on the H100 (docs/cuda.md),
 // decode step in a graph against cuBLASLt for the same projections: batch
 // 48 0.556-0.563 ms against 0.624-0.687, batch 64 0.609-0.621 against
 // 0.681-0.689, batch 80 0.747-0.751 against 0.777-0.780, batch 96
 // 0.806-0.812 against 0.840-0.850, batch 128 0.940-0.948 against
 // 0.965-0.986. From 65 rows a step takes two row tiles, each reading all
 // of W (the second mostly padding at 80 rows), and still gains. So
-// Options.WgmmaGemmRows defaults to 128.
+// wgGemmRows (device.go) is 128.
 #include "common.cuh"
 #include "mma.cuh"
 
@@ -205,8 +205,8 @@ __device__ __forceinline__ void wg_store(const float* acc, const WgEpilogue<BN>&
 // variance as E[x^2] - mean^2 in fp32: the sums come from many blocks).
 // Why: a LayerNorm kernel costs ~1.75 us inside a batch-128 graph (24 of
 // them knocked out: 42 us), most of it the grid boundary, not its work;
-// folded, the batch-128 step is 10-12 us shorter (NOTES.md, sixteenth
-// session). The LayerNorm before qkv stays a kernel: fcproj's K slices add
+// folded, the batch-128 step is 10-12 us shorter on the H100
+// (docs/cuda.md). The LayerNorm before qkv stays a kernel: fcproj's K slices add
 // into the residual in any order, so no block sees a row's final values.
 #define WG_RESIDUAL_LNSTATS 4   // out fp32 += acc + bias32; x16 = fp16(out * lns); stats += (sum, sum of squares)
 #define WG_OUT16_LNFOLD_GELU 5  // out fp16 = gelu(rstd acc - rstd mean lns + bias32), (mean, rstd) from stats
@@ -335,15 +335,16 @@ __device__ __forceinline__ void wg_ln_rest(uint32_t x0, uint32_t xstride, uint32
 // z K .. (z + 1) K - 1 of x and W and adds its sums into out (wg_store).
 // KIND: WG_PLAIN (S = 1), WG_SPLIT, or WG_LN (S = 1, wg_ln_rest). Separate
 // kernels, so the plain one keeps its registers and code: one kernel with
-// the split epilogue (and a LayerNorm stage that was tried, NOTES.md) as
+// the split epilogue (and a LayerNorm stage, docs/cuda.md) as
 // runtime branches took 60 -> 140 registers for BN 32 and every projection
 // ~2 us longer in a chain.
 //
 // Each block of a cluster fetches every C-th k tile of the x rows and the
 // TMA multicasts it to all C (one L2 read instead of C: the column tiles
 // all want the same x lines at the same moment, and L2 serves lines that
-// many blocks ask for at once slowly, NOTES.md). The device launches C = 1
-// by default (gemm_wg.go, SetWgmmaCluster); 2 and 4 remain for A/Bs.
+// many blocks ask for at once slowly, docs/cuda.md). The device launches
+// C = 1 (gemm_wg.go: 3-9 us shorter overlapped steps at batch 48-128 on
+// the H100 than C = 4); the tests launch 2 and 4.
 #define WG_PLAIN 0
 #define WG_SPLIT 1
 #define WG_LN 2  // K in one slice, the LayerNorm fold's epilogues (modes WG_RESIDUAL_LNSTATS, WG_OUT16_LNFOLD_GELU)
@@ -421,7 +422,7 @@ __device__ __forceinline__ void wg_ln_tile(const void* tx, uint32_t xs, uint32_t
 // were. Alternating with the two kernels (`ad76210`), three rounds,
 // overlapped step: batch 128 0.826 -> 0.804-0.806 ms, batch 96 0.714-0.716
 // -> 0.686-0.687, batch 64 0.532 -> 0.510-0.513, batch 48 0.475-0.477 ->
-// 0.454-0.455 (NOTES.md, eighteenth session).
+// 0.454-0.455 (H100, docs/cuda.md).
 //
 // The barrier needs every block resident at once: the grid is at most one
 // block an SM (pairShape in gemm_wg.go), and it lets the next kernel launch

@@ -82,7 +82,7 @@ __device__ __forceinline__ bool bit(const uint32_t* m, int i) { return (m[i >> 5
 // logit_row is one row of logits as the sampler reads them: fp32 from the
 // LM head kernels of our own (lmhead.cu, gemv.cu: 1-16 rows), fp16 from
 // cuBLASLt's LM head (17+ rows), where half the bytes are written and read
-// (NOTES.md, twenty-second session). at(i) is logit i; quad(j) loads logits
+// (docs/cuda.md). at(i) is logit i; quad(j) loads logits
 // 4j..4j+3 (16 or 8 bytes) for unpack4, which comes after the next loads
 // are issued (fp16 quads stay packed until then: fewer registers); oct(t, e)
 // logits 8t..8t+7.
@@ -190,7 +190,7 @@ __device__ __forceinline__ bool oct_reaches(uint4 v, uint32_t th2) {
 // top-k bound, f sees every id that reaches the bound and makes the exact
 // test itself. One packed test per 8 ids instead of a compare and a branch
 // per id: the second pass over the row cost more than the first (6.6 us
-// against 4.8 at batch 128, NOTES.md, twenty-fifth session).
+// against 4.8 at batch 128 on the H100, docs/cuda.md).
 template <typename F>
 __device__ __forceinline__ void scan_row_reaching(const half_t* x, int V, uint32_t th2, F f) {
     const int n8 = V / 8;
@@ -428,7 +428,7 @@ __device__ bool fast_top_k(Scratch& sm, Scan scan, int banned, int K, uint32_t t
     // their rank's slots of top_lo / top_key (the general path's bitmap,
     // unused here), so that placing them in id order takes K independent
     // loads each: through an index into the packs, the placement was two
-    // dependent loads a step (NOTES.md, twenty-fifth session).
+    // dependent loads a step (docs/cuda.md).
     uint32_t* top_lo = sm.cand;
     uint32_t* top_key = sm.cand + COMPACT_MAX;
 #pragma unroll
@@ -574,7 +574,7 @@ __device__ __forceinline__ void sample_rows_impl(int* out_tok, const E* logits, 
         }
     } else {
         // Float compares here, the packs once a thread: ~3 instructions an
-        // id instead of ~14 (NOTES.md, seventeenth session). Ids come in
+        // id instead of ~14 (docs/cuda.md). Ids come in
         // ascending order, so a strict > keeps the lowest of equal maxima;
         // -0 == +0, and NaN never wins.
         float best = NEG_INF;

@@ -1,9 +1,23 @@
+//go:build cudalab
+
 package cuda
 
 import (
+	_ "embed"
 	"fmt"
 	"runtime"
 )
+
+// ceiling.cu's kernels: the DRAM read ceiling, L2's broadcast rate and an
+// empty kernel for launch costs (lab_gemmchain.go).
+//
+//go:embed kernels/lab/ceiling.cu
+var ceilingSource string
+
+func init() {
+	labKernelFiles["ceiling.cu"] = ceilingSource
+	labKernelNames = append(labKernelNames, "read_bandwidth", "l2_broadcast_read", "empty_pdl")
+}
 
 // Ceilings are the device's measured limits, the denominators of the
 // benchmark's "fraction of peak" columns.
@@ -112,79 +126,15 @@ func (d *Device) timeMedian(reps int, fn func() error) (float64, error) {
 	return times[len(times)/2], nil
 }
 
-// SetNoCUDAGraph switches CUDA graphs off (true) or on for later steps.
+// SetNoCUDAGraph switches CUDA graphs off (true) or on for later steps, as
+// Options.NoCUDAGraph.
 func (d *Device) SetNoCUDAGraph(v bool) { d.opts.NoCUDAGraph = v }
 
-// SetSimplePrefillAttention switches between the CUDA-core (true) and the
-// tensor-core prefill attention kernel for later steps (A/B measurements).
-func (d *Device) SetSimplePrefillAttention(v bool) error {
-	d.opts.SimplePrefillAttention = v
-	return d.resolveKernels()
-}
-
-// SetKernelVariants switches the decode-path A/B kernels for later steps:
-// gemvMaxRows and skinnyRows as Options.GemvMaxRows and SkinnyGemmRows (0 =
-// default, negative = off) and the block-per-head decode attention kernel.
-// Captured graphs are dropped, since they hold the previous kernels.
-func (d *Device) SetKernelVariants(gemvMaxRows, skinnyRows int, blockDecodeAttention bool) error {
-	return d.reconfigure(func() error {
-		d.opts.GemvMaxRows, d.opts.SkinnyGemmRows, d.opts.BlockDecodeAttention = gemvMaxRows, skinnyRows, blockDecodeAttention
-		d.opts = withDefaults(d.opts)
-		return d.resolveKernels()
-	})
-}
-
-// SetSkinnyVariant makes gemm_skinny steps use the named kernel of
-// skinnyKernels (GemmChainImpls) at every row count, or the default
-// kernels for "" (A/B measurements), dropping captured graphs.
-func (d *Device) SetSkinnyVariant(name string) error {
-	return d.reconfigure(func() error {
-		d.skinnyVariant = nil
-		if name == "" {
-			return nil
-		}
-		if d.skinnyVariant = skinnyKernelNamed(name); d.skinnyVariant == nil {
-			return fmt.Errorf("cuda: no gemm_skinny variant %q", name)
-		}
-		return nil
-	})
-}
-
 // SetChunkRows sets Options.ChunkRows (0 = default, negative = one-token
-// sequences only) for later steps (A/B measurements).
+// sequences only) for later steps.
 func (d *Device) SetChunkRows(n int) {
 	d.opts.ChunkRows = n
 	d.opts = withDefaults(d.opts)
-}
-
-// SetTiledLMHead switches the small-step LM head between lmhead.cu with its
-// tile keys (on) and gemv.cu with the sampler's full-row scan (off) for
-// later steps (Options.NoTiledLMHead), dropping captured graphs.
-func (d *Device) SetTiledLMHead(on bool) error {
-	return d.reconfigure(func() error {
-		d.opts.NoTiledLMHead = !on
-		return d.resolveKernels()
-	})
-}
-
-// SetFP32Logits switches cuBLASLt's LM head (17+ sampled rows) between
-// fp32 logits (on) and fp16 ones for later steps (Options.FP32Logits),
-// dropping captured graphs.
-func (d *Device) SetFP32Logits(on bool) error {
-	return d.reconfigure(func() error {
-		d.opts.FP32Logits = on
-		return nil
-	})
-}
-
-// SetDecodeWarpsPerSM sets Options.DecodeWarpsPerSM (0 = the default,
-// negative = never) for later steps, dropping captured graphs.
-func (d *Device) SetDecodeWarpsPerSM(w int) error {
-	return d.reconfigure(func() error {
-		d.opts.DecodeWarpsPerSM = w
-		d.opts = withDefaults(d.opts)
-		return nil
-	})
 }
 
 // ProfilerRange starts (on) or stops the collection of an attached profiler
@@ -203,28 +153,8 @@ func (d *Device) ProfilerRange(on bool) error {
 	})
 }
 
-// SetPDL switches programmatic dependent launch on or off for later steps
-// (Options.NoPDL), dropping captured graphs.
-func (d *Device) SetPDL(on bool) error {
-	return d.reconfigure(func() error {
-		d.opts.NoPDL, d.g.pdl = !on, on
-		return nil
-	})
-}
-
-// reconfigure runs fn, a change of kernels or options, when the stream has
-// drained (whenDrained) and after dropping the captured graphs, which hold
-// the previous kernels and launch parameters.
-func (d *Device) reconfigure(fn func() error) error {
-	return d.whenDrained(func() error {
-		d.dropGraphs()
-		return fn()
-	})
-}
-
 // whenDrained runs fn on this goroutine's OS thread with the device's context
-// bound and its stream drained: the switches above must not change kernels or
-// drop graphs under a step still on the GPU.
+// bound and its stream drained.
 func (d *Device) whenDrained(fn func() error) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()

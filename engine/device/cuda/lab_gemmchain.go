@@ -1,3 +1,5 @@
+//go:build cudalab
+
 package cuda
 
 import (
@@ -17,10 +19,20 @@ import (
 // costs in a graph by itself; how fast L2 feeds every SM the same matrix.
 
 // GemmChainImpls lists what GemmChain runs: cuBLASLt, gemm_wg.cu (fcproj
-// with K split unless Options.NoWgmmaSplitK), the default gemm_skinny kernel for the row count,
-// and each gemm_skinny kernel at every row count.
+// with K split), the default gemm_skinny kernel for the row count, and each
+// gemm_skinny kernel at every row count.
 func GemmChainImpls() []string {
-	return append([]string{"cublaslt", "wgmma", "skinny"}, SkinnyKernelNames()...)
+	return append([]string{"cublaslt", "wgmma", "skinny"}, skinnyKernelNames()...)
+}
+
+// skinnyKernelNamed is the entry of skinnyKernels with that name, or nil.
+func skinnyKernelNamed(name string) *skinnyKernel {
+	for i := range skinnyKernels {
+		if skinnyKernels[i].name == name {
+			return &skinnyKernels[i]
+		}
+	}
+	return nil
 }
 
 // ChainOptions says what GemmChain runs besides the projections.
@@ -50,11 +62,11 @@ func (d *Device) GemmChain(rows int, impl string, o ChainOptions) (usPerGemm, re
 	if err := d.g.sync(); err != nil {
 		return 0, 0, err
 	}
-	if rows <= d.opts.GemvMaxRows || rows > maxSkinnyRows || rows > d.opts.MaxStepTokens {
-		return 0, 0, fmt.Errorf("cuda: gemm chain of %d rows: want %d..%d", rows, d.opts.GemvMaxRows+1, min(maxSkinnyRows, d.opts.MaxStepTokens))
+	if rows <= maxGemvRows || rows > maxSkinnyRows || rows > d.opts.MaxStepTokens {
+		return 0, 0, fmt.Errorf("cuda: gemm chain of %d rows: want %d..%d", rows, maxGemvRows+1, min(maxSkinnyRows, d.opts.MaxStepTokens))
 	}
-	opts, variant := d.opts, d.skinnyVariant
-	defer func() { d.opts, d.skinnyVariant = opts, variant }()
+	path := d.path
+	defer func() { d.path = path }()
 	C := d.cfg.Channels
 	r := rand.New(rand.NewPCG(7, uint64(rows)))
 	resid := make([]float32, rows*C)
@@ -115,28 +127,28 @@ func (d *Device) GemmChain(rows int, impl string, o ChainOptions) (usPerGemm, re
 // selectProjections points the large-step projections at impl (see
 // GemmChainImpls).
 func (d *Device) selectProjections(impl string) error {
-	d.skinnyVariant = nil
-	d.opts.WgmmaGemmRows = -1
+	d.path.skinnyVariant = nil
+	d.path.wgRows = -1
 	switch impl {
 	case "cublaslt":
-		d.opts.SkinnyGemmRows = -1
+		d.path.skinnyRows = -1
 		return nil
 	case "wgmma":
-		if !d.wgOK {
+		if !d.path.wgOK {
 			return fmt.Errorf("cuda: gemm_wg.cu needs sm_90a and NVRTC 12+")
 		}
-		d.opts.SkinnyGemmRows, d.opts.WgmmaGemmRows = -1, maxSkinnyRows
+		d.path.skinnyRows, d.path.wgRows = -1, maxSkinnyRows
 		return nil
 	case "skinny":
 	default:
-		if d.skinnyVariant = skinnyKernelNamed(impl); d.skinnyVariant == nil {
+		if d.path.skinnyVariant = skinnyKernelNamed(impl); d.path.skinnyVariant == nil {
 			return fmt.Errorf("cuda: no projection implementation %q (want one of %v)", impl, GemmChainImpls())
 		}
 	}
-	if !d.skinnyOK {
+	if !d.path.skinnyOK {
 		return fmt.Errorf("cuda: gemm_skinny needs thread-block clusters (compute capability 9+)")
 	}
-	d.opts.SkinnyGemmRows = maxSkinnyRows
+	d.path.skinnyRows = maxSkinnyRows
 	return nil
 }
 

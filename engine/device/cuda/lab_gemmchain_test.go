@@ -1,3 +1,5 @@
+//go:build cudalab
+
 package cuda
 
 import (
@@ -18,11 +20,11 @@ func TestGemmChain(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := newTestDevice(t, w, Options{MaxStepTokens: 256, MaxSeqs: 64})
-	if !d.skinnyOK {
+	if !d.path.skinnyOK {
 		t.Skipf("%s: gemm_skinny needs thread-block clusters", d.GPUName())
 	}
 	for _, impl := range GemmChainImpls() {
-		if impl == "wgmma" && !d.wgOK {
+		if impl == "wgmma" && !d.path.wgOK {
 			if kernelArch(wgFile, d.g.arch, d.g.nv.major) != "" {
 				t.Errorf("%s: gemm_wg.cu was built but is not enabled", d.GPUName())
 			}

@@ -1,3 +1,5 @@
+//go:build cudalab
+
 package cuda
 
 import (
@@ -6,7 +8,11 @@ import (
 	"os"
 	"slices"
 	"time"
+
+	"github.com/ebitengine/purego"
 )
+
+func init() { labHooks = append(labHooks, openDeviceStats) }
 
 // deviceStats counts where a serving run's time goes, for finding what the
 // product path pays that the device's own benchmark does not:
@@ -15,6 +21,9 @@ import (
 // process started, like GODEBUG=gctrace=1's). Off (nil), nothing is
 // measured. GPU times come from a pair of timing events around each step.
 type deviceStats struct {
+	noHook
+	d           *Device
+	stage       [numStages]stageStats
 	perStep     bool
 	w           io.Writer
 	lastCollect time.Time // when the previous Collect returned
@@ -31,6 +40,16 @@ type deviceStats struct {
 	firstStep, lastEnd time.Time
 	slow               []slowStep // the slowest Submits, slowest first
 	n                  int
+}
+
+// stageStats is what the stats know of the step a stage holds.
+type stageStats struct {
+	start, end     uintptr // timing events around the step's GPU work
+	kind           stepKind
+	submitAt       time.Time     // when Submit began
+	submitHost     time.Duration // how long Submit took
+	gap            time.Duration // from the last Collect's return to this Submit
+	plans0, tuned0 int           // cuBLASLt counters when Submit began
 }
 
 // slowStep is one step's Submit, kept when it was among the slowest.
@@ -58,13 +77,25 @@ var stepKindNames = [numStepKinds]string{"graph", "graph-capture", "graph-first-
 
 const maxSlowSteps = 8
 
-// newDeviceStats reads ROSEINFER_CUDA_STATS; nil when off.
-func newDeviceStats() *deviceStats {
+// openDeviceStats installs the stats hook when ROSEINFER_CUDA_STATS is set.
+func openDeviceStats(d *Device) error {
 	v := os.Getenv("ROSEINFER_CUDA_STATS")
 	if v == "" || v == "0" {
 		return nil
 	}
-	return &deviceStats{perStep: v == "2", w: os.Stderr}
+	s := &deviceStats{d: d, perStep: v == "2", w: os.Stderr}
+	for i := range s.stage {
+		for _, e := range []*uintptr{&s.stage[i].start, &s.stage[i].end} {
+			var err error
+			if *e, err = d.g.drv.eventCreate(0); err != nil {
+				s.close()
+				return err
+			}
+		}
+	}
+	s.prewarmed(d.instr.prewarmTook, d.instr.prewarmGraphs, d.g.blas)
+	d.addHook(s)
+	return nil
 }
 
 // processStart is (within the package initialisation) when the process
@@ -80,7 +111,7 @@ func (d *Device) stepKindOf(p *stepPlan) stepKind {
 	switch {
 	case p.graphBatch > 0:
 		key := graphKey{p.graphBatch, p.stage}
-		gr := d.graphs[key]
+		gr := d.graphs.byKey[key]
 		switch {
 		case gr == nil && !d.graphSizeSeen(key):
 			return stepGraphFirst
@@ -98,30 +129,39 @@ func (d *Device) stepKindOf(p *stepPlan) stepKind {
 	return stepDecodeEager
 }
 
-func (s *deviceStats) prewarmed(took time.Duration, plans, graphs int, b *blasLt) {
-	if s == nil {
-		return
-	}
+func (s *deviceStats) prewarmed(took time.Duration, graphs int, b *blasLt) {
+	plans := b.plansBuilt
 	s.prewarm, s.prewarmPlans, s.prewarmGraphs = took, plans, graphs
 	s.plans0, s.tuned0, s.planTime0 = b.plansBuilt, b.plansTuned, b.planTime
 	fmt.Fprintf(s.w, "cuda stats: prewarm %.3f s: %d cuBLASLt plans (%d tuned, %.3f s), %d decode graphs\n",
 		took.Seconds(), plans, b.plansTuned, b.planTime.Seconds(), graphs)
 }
 
-// submitted records one Submit's host time; plans/tuned are the cuBLASLt
-// plans it built. It notes in st when the Submit began, how long it took and
-// the gap since the last Collect returned: the engine's own host work (and
-// any stall) before it.
-func (s *deviceStats) submitted(st *staging, start time.Time, kind stepKind, plans, tuned int) {
-	if s == nil {
-		return
+// stepBegin notes when the Submit began, the gap since the last Collect
+// returned (the engine's own host work, and any stall, before it), the
+// step's kind and the cuBLASLt counters, and starts the GPU timing.
+func (s *deviceStats) stepBegin(st *staging) error {
+	x := &s.stage[st.index]
+	x.submitAt, x.gap = time.Now(), 0
+	if !s.lastCollect.IsZero() && x.submitAt.After(s.lastCollect) {
+		x.gap = x.submitAt.Sub(s.lastCollect)
 	}
+	x.kind = s.d.stepKindOf(&st.plan)
+	x.plans0, x.tuned0 = s.d.g.blas.plansBuilt, s.d.g.blas.plansTuned
+	return s.d.g.drv.eventRecord(x.start, s.d.g.stream)
+}
+
+// stepEnd ends the GPU timing and records the Submit's host time and the
+// cuBLASLt plans it built.
+func (s *deviceStats) stepEnd(st *staging) error {
+	x := &s.stage[st.index]
+	if err := s.d.g.drv.eventRecord(x.end, s.d.g.stream); err != nil {
+		return err
+	}
+	start, kind := x.submitAt, x.kind
 	host := time.Since(start)
+	x.submitHost = host
 	p := &st.plan
-	st.submitAt, st.submitHost, st.gap = start, host, 0
-	if !s.lastCollect.IsZero() && start.After(s.lastCollect) {
-		st.gap = start.Sub(s.lastCollect)
-	}
 	s.n++
 	if s.firstStep.IsZero() {
 		s.firstStep = start
@@ -129,7 +169,9 @@ func (s *deviceStats) submitted(st *staging, start time.Time, kind stepKind, pla
 	s.steps[kind]++
 	s.submit += host
 	s.submitMax = max(s.submitMax, host)
-	slow := slowStep{host: host, at: start, kind: kind, nTok: p.lay.nTok, nSeq: p.lay.nSeq, nSample: p.lay.nSample, plans: plans, tuned: tuned, seqNum: s.n}
+	b := s.d.g.blas
+	slow := slowStep{host: host, at: start, kind: kind, nTok: p.lay.nTok, nSeq: p.lay.nSeq, nSample: p.lay.nSample,
+		plans: b.plansBuilt - x.plans0, tuned: b.plansTuned - x.tuned0, seqNum: s.n}
 	i, _ := slices.BinarySearchFunc(s.slow, host, func(x slowStep, h time.Duration) int {
 		switch {
 		case x.host > h:
@@ -145,34 +187,49 @@ func (s *deviceStats) submitted(st *staging, start time.Time, kind stepKind, pla
 			s.slow = s.slow[:maxSlowSteps]
 		}
 	}
+	return nil
 }
 
 // collected records one Collect: the wait for the step's samples and its
-// GPU time (0 when it was not timed).
-func (s *deviceStats) collected(st *staging, wait, gpu time.Duration) {
-	if s == nil {
-		return
+// GPU time.
+func (s *deviceStats) collected(st *staging, wait time.Duration) error {
+	x := &s.stage[st.index]
+	gpu, err := s.d.elapsed(x.start, x.end)
+	if err != nil {
+		return err
 	}
 	s.wait += wait
 	s.waitMax = max(s.waitMax, wait)
-	s.gpu[st.kind] += gpu
+	s.gpu[x.kind] += gpu
 	s.lastEnd = time.Now()
 	if s.perStep {
 		p := &st.plan
 		fmt.Fprintf(s.w, "cuda step @%.6fs kind=%s tok=%d seqs=%d samples=%d gap=%.0fus submit=%.0fus wait=%.0fus gpu=%.0fus\n",
-			sinceStart(st.submitAt), stepKindNames[st.kind], p.lay.nTok, p.lay.nSeq, p.lay.nSample,
-			us(st.gap), us(st.submitHost), us(wait), us(gpu))
+			sinceStart(x.submitAt), stepKindNames[x.kind], p.lay.nTok, p.lay.nSeq, p.lay.nSample,
+			us(x.gap), us(x.submitHost), us(wait), us(gpu))
 	}
 	s.lastCollect = s.lastEnd
+	return nil
+}
+
+// close prints the summary and frees the timing events.
+func (s *deviceStats) close() {
+	if s.d.g.blas != nil {
+		s.report(s.d.g.blas)
+	}
+	for i := range s.stage {
+		for _, e := range []uintptr{s.stage[i].start, s.stage[i].end} {
+			if e != 0 {
+				purego.SyscallN(s.d.g.drv.cuEventDestroy, e)
+			}
+		}
+	}
 }
 
 func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
 
 // report prints the summary (at Close).
 func (s *deviceStats) report(b *blasLt) {
-	if s == nil {
-		return
-	}
 	w := s.w
 	fmt.Fprintf(w, "cuda stats: prewarm %.3f s (%d plans, %d graphs); serving path built %d cuBLASLt plans (%d tuned) in %.1f ms\n",
 		s.prewarm.Seconds(), s.prewarmPlans, s.prewarmGraphs, b.plansBuilt-s.plans0, b.plansTuned-s.tuned0, 1000*(b.planTime-s.planTime0).Seconds())

@@ -1,10 +1,15 @@
+//go:build cudalab
+
 // Command cudabench measures the CUDA device alone (no engine, no server):
 // decode step time at several batch sizes with and without CUDA graphs, an
 // offline-style run (prompts prefilled in large steps, then batched decode)
 // with and without overlap, a per-op time table, and the device's copy and
-// GEMM ceilings. It prints a Markdown table last.
+// GEMM ceilings. It prints a Markdown table last. It uses the device's lab
+// (engine/device/cuda's lab_*.go), so it builds with the cudalab tag:
 //
+//	go build -tags cudalab -o .gpu/cudabench ./cmd/cudabench
 //	cudabench -preset gpt2 -batches 1,32,128 -ctx 300
+//	cudabench -batches 1,128 -skip-profile -variants graph
 package main
 
 import (
@@ -58,7 +63,7 @@ func main() {
 	flag.StringVar(&o.ncuBatches, "ncu-batches", "", "only run one profiled decode step per batch size (for ncu --profile-from-start off)")
 	flag.StringVar(&o.sampling, "sampling", "T0.7/p0.9/k50", "sampling of every step: T0.7/p0.9/k50 or greedy")
 	flag.StringVar(&o.gemmChain, "gemm-chain", "", "only run the projection diagnostics at these row counts (e.g. 64,128)")
-	variants := flag.String("variants", "", "semicolon-separated decode variants to time, e.g. 'graph;graph, no PDL' (default all)")
+	variants := flag.String("variants", "", "semicolon-separated decode variants to time: graph, no graph (default all)")
 	flag.Parse()
 	if *variants != "" {
 		o.variants = map[string]bool{}
@@ -219,13 +224,8 @@ func run(o options) error {
 		}
 	}
 	if !o.skipOffline {
-		for _, mode := range []string{"sync", "overlap", "no graph", "simple prefill attention", "overlap, block decode attention", "overlap, no PDL"} {
-			if err := setVariant(config{noGraph: mode == "no graph", blockDecode: mode == "overlap, block decode attention", noPDL: mode == "overlap, no PDL"})(d); err != nil {
-				return err
-			}
-			if err := d.SetSimplePrefillAttention(mode == "simple prefill attention"); err != nil {
-				return err
-			}
+		for _, mode := range []string{"sync", "overlap", "no graph"} {
+			d.SetNoCUDAGraph(mode == "no graph")
 			var best float64
 			for rep := 0; rep < 2; rep++ { // the first run captures graphs
 				tps, err := offline(d, r, o, params, alloc, strings.HasPrefix(mode, "overlap"))
@@ -236,12 +236,7 @@ func run(o options) error {
 			}
 			record(fmt.Sprintf("offline %dx%d->%d, T0.7/p0.9/k50 (%s)", o.prompts, o.promptLen, o.gen, mode), fmt.Sprintf("%.0f output tok/s", best))
 		}
-		if err := d.SetSimplePrefillAttention(false); err != nil {
-			return err
-		}
-		if err := decodeVariants[0].set(d); err != nil {
-			return err
-		}
+		d.SetNoCUDAGraph(false)
 	}
 	if !o.skipProf {
 		// One prefill step of the offline run: 32 prompts x 256 tokens.
@@ -258,20 +253,12 @@ func run(o options) error {
 			return err
 		}
 		fmt.Printf("\nper-op GPU time, one prefill step of %d x %d tokens:\n%s", n, o.promptLen, d.OpProfile(1))
-		for _, v := range []variant{decodeVariants[0], decodeVariants[3]} {
-			if err := v.set(d); err != nil {
+		for _, b := range o.batches {
+			po := o
+			po.steps = 20
+			fmt.Printf("\n[%s]", decodeVariants[0].name)
+			if _, err := decodeStep(d, r, b, po, params, alloc, true); err != nil {
 				return err
-			}
-			for _, b := range o.batches {
-				if v.name != decodeVariants[0].name && b != o.batches[0] && b != o.batches[len(o.batches)-1] {
-					continue // the old kernels: smallest and largest batch only
-				}
-				po := o
-				po.steps = 20
-				fmt.Printf("\n[%s]", v.name)
-				if _, err := decodeStep(d, r, b, po, params, alloc, true); err != nil {
-					return err
-				}
 			}
 		}
 	}
@@ -285,90 +272,16 @@ type variant struct {
 }
 
 var decodeVariants = []variant{
-	{"graph", setVariant(config{})},
-	{"no graph", setVariant(config{noGraph: true})},
-	{"graph, no PDL", setVariant(config{noPDL: true})},
-	{"graph, LN+cuBLASLt, block attention, no PDL", setVariant(config{gemvRows: -1, skinnyRows: -1, blockDecode: true, noPDL: true})},
-	{"graph, skinny GEMM up to 128 rows", setVariant(config{skinnyRows: 128})},
-	{"graph, cuBLASLt above 16 rows", setVariant(config{skinnyRows: -1, wgRows: -1})},
-	{"graph, cuBLASLt for qkv, attproj and fc above 32 rows", setVariant(config{wgRows: -1})},
-	{"graph, gemm_wg up to 64 rows", setVariant(config{wgRows: 64})},
-	{"graph, gemm_wg in clusters of 2", setVariant(config{wgCluster: 2})},
-	{"graph, gemm_wg in clusters of 4", setVariant(config{wgCluster: 4})},
-	{"graph, cuBLASLt fcproj", setVariant(config{wgNoSplitK: true})},
-	{"graph, LayerNorm kernel before fc", setVariant(config{noLNFold: true})},
-	{"graph, attproj and fc as two grids", setVariant(config{noPair: true})},
-	{"graph, gemv LM head, full-row sampler", setVariant(config{noTiledLMHead: true})},
-	{"graph, fp32 logits from cuBLASLt's LM head", setVariant(config{fp32Logits: true})},
-	{"graph, key splits for 8 warps an SM (128-register kernels)", setVariant(config{decodeWarps: -1})},
+	{"graph", func(d *cuda.Device) error { d.SetNoCUDAGraph(false); return nil }},
+	{"no graph", func(d *cuda.Device) error { d.SetNoCUDAGraph(true); return nil }},
 }
 
-func init() {
-	for _, impl := range cuda.SkinnyKernelNames() {
-		decodeVariants = append(decodeVariants, variant{"graph, " + impl + " up to 128 rows", setVariant(config{skinnyRows: 128, skinnyVariant: impl})})
-	}
-}
-
-// config is a decode-path configuration; the zero value is the default.
-// gemvRows, skinnyRows and wgRows as cuda.Options.GemvMaxRows, SkinnyGemmRows
-// and WgmmaGemmRows; wgCluster as Device.SetWgmmaCluster.
-type config struct {
-	noGraph, blockDecode, noPDL, noTiledLMHead bool
-	fp32Logits                                 bool // as cuda.Options.FP32Logits
-	wgNoSplitK                                 bool // as cuda.Options.NoWgmmaSplitK
-	noLNFold                                   bool // as cuda.Options.NoWgmmaLNFold
-	noPair                                     bool // as cuda.Options.NoWgmmaPair
-	gemvRows, skinnyRows, wgRows, wgCluster    int
-	skinnyVariant                              string // a gemm_skinny variant kernel, "" the defaults
-	decodeWarps                                int    // as cuda.Options.DecodeWarpsPerSM
-}
-
-func setVariant(c config) func(d *cuda.Device) error {
-	return func(d *cuda.Device) error {
-		d.SetNoCUDAGraph(c.noGraph)
-		if err := d.SetPDL(!c.noPDL); err != nil {
-			return err
-		}
-		if err := d.SetTiledLMHead(!c.noTiledLMHead); err != nil {
-			return err
-		}
-		if err := d.SetFP32Logits(c.fp32Logits); err != nil {
-			return err
-		}
-		if err := d.SetSkinnyVariant(c.skinnyVariant); err != nil {
-			return err
-		}
-		if err := d.SetDecodeWarpsPerSM(c.decodeWarps); err != nil {
-			return err
-		}
-		if err := d.SetWgmmaGemmRows(c.wgRows); err != nil {
-			return err
-		}
-		if d.WgmmaAvailable() {
-			if err := d.SetWgmmaCluster(c.wgCluster); err != nil {
-				return err
-			}
-			if err := d.SetWgmmaSplitK(!c.wgNoSplitK); err != nil {
-				return err
-			}
-			if err := d.SetWgmmaLNFold(!c.noLNFold); err != nil {
-				return err
-			}
-			if err := d.SetWgmmaPair(!c.noPair); err != nil {
-				return err
-			}
-		}
-		return d.SetKernelVariants(c.gemvRows, c.skinnyRows, c.blockDecode)
-	}
-}
-
-// ncuSteps runs, for each batch size and for the default kernels and the
-// skinny-GEMM projections at every row count, a few eager decode steps and then one between
-// ProfilerRange calls: under `ncu --profile-from-start off` exactly those
-// steps' kernels are measured, each step starting with encoder_forward.
+// ncuSteps runs, for each batch size, a few eager decode steps and then one
+// between ProfilerRange calls: under `ncu --profile-from-start off` exactly
+// those steps' kernels are measured, each step starting with encoder_forward.
 func ncuSteps(d *cuda.Device, r *rand.Rand, o options, p sample.Params, alloc func(int) []int32, batches []int) error {
 	for _, b := range batches {
-		for _, v := range []variant{decodeVariants[1], {"skinny GEMM", setVariant(config{noGraph: true, skinnyRows: 128})}} {
+		for _, v := range []variant{decodeVariants[1]} {
 			if err := v.set(d); err != nil {
 				return err
 			}

@@ -1,0 +1,48 @@
+// Package cuda is roseinfer's NVIDIA GPU device: GPT-2 in fp16 with fp32
+// accumulation, a paged KV cache in one device allocation, attention over
+// mixed prefill chunks and decode tokens, sampling on the GPU, CUDA graphs for
+// decode steps and an asynchronous Submit/Collect pair for overlap scheduling.
+//
+// Nothing is linked at build time: libcuda, libnvrtc and libcublasLt are
+// opened at run time through purego (CGO_ENABLED=0 builds), and the kernels
+// (kernels/*.cu, embedded) are compiled by NVRTC for the GPU at hand on first
+// use and cached on disk. On a machine without CUDA, Available reports what is
+// missing and New fails with the same error.
+//
+// It implements device.Device, device.AsyncDevice and phase.SpanReporter; it
+// imports engine/model, engine/device and engine/profile/phase only.
+//
+// # Product and lab
+//
+// The product is what roseinfer serve, bench offline and the tests need. The
+// lab (cmd/cudabench's ceilings, projection diagnostics, per-op profile and
+// switches, and the ROSEINFER_CUDA_STATS step statistics) lives in lab_*.go
+// files behind the cudalab build tag: they keep the package's private access
+// without an exported hook for every probe, and none of it is in a product
+// binary. Instrumentation reaches a step through one nil-checked hook
+// (hook.go), which the GPU spans of the product implement too.
+//
+// # Fallbacks
+//
+// Each fast path has a slower one the device takes where the fast one cannot
+// run; the tests force each (Options.force) so that one H100 covers them.
+//   - LayerNorm kernels and cuBLASLt for a step's projections: steps that
+//     gemv.cu (up to 16 rows; channels a multiple of 128, at most 1024),
+//     gemm_skinny.cu (17-32 rows; compute capability 9+, enough shared
+//     memory) and gemm_wg.cu (up to 128 rows; sm_90a, NVRTC 12+, a driver
+//     with cuTensorMapEncodeTiled, at most 768 channels) do not take; the LM
+//     head of steps of more than 16 sampled rows always.
+//   - The gemv.cu LM head with the sampler scanning whole rows: small steps
+//     of a model whose width lmhead.cu is not instantiated for (256, 768 and
+//     1024 channels).
+//   - The block-per-(sequence, head) decode attention kernel and the
+//     CUDA-core prefill attention kernel: head sizes other than 64.
+//   - An unfused residual add (cuBLASLt writes fp16, residual_add adds it):
+//     where cuBLASLt has no fp16-in/fp32-out algorithm for the residual GEMM.
+//   - attproj and fc as two gemm_wg.cu grids instead of one gemm_wg_pair
+//     grid: an MPS client limited to part of the SMs
+//     (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE below 100), or pair kernels that do
+//     not load or fit.
+//   - Launches without programmatic dependent launch: drivers without
+//     cuLaunchKernelEx.
+package cuda
