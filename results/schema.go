@@ -1,8 +1,10 @@
 // Package results owns the files a benchmark run leaves behind:
 // online_results.json, offline_results.json and profile_manifest.json in the
-// original harness's schema (keys added, none renamed), plus merge and the
-// Markdown summaries. It imports nothing from harness/ or engine/: everything
-// after a run (plots, reports, compare) reads these types from files.
+// original harness's schema (keys added, none renamed): their types, reading
+// (ours and the original's files), atomic writing, merging, and the backend
+// labels' display names. It imports nothing from harness/, engine/ or
+// plots/: everything after a run (harness/report, plots) reads these types
+// from files.
 //
 // Units: seconds in JSON (the original's *_s keys), milliseconds in the
 // *_ms summary objects and in tables. A value that cannot be computed is

@@ -20,6 +20,7 @@ import (
 
 	"github.com/roseinfer/roseinfer/engine/sample"
 	"github.com/roseinfer/roseinfer/harness/backend"
+	"github.com/roseinfer/roseinfer/harness/report"
 	"github.com/roseinfer/roseinfer/harness/run"
 	"github.com/roseinfer/roseinfer/results"
 )
@@ -115,7 +116,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, fmt.Errorf("run dir: %w", err)
 	}
 	rep := &Report{RunDir: runDir, ResultsPath: filepath.Join(runDir, results.OfflineResultsFile),
-		SummaryPath: filepath.Join(runDir, results.OfflineSummaryFile)}
+		SummaryPath: filepath.Join(runDir, report.OfflineSummaryFile)}
 	start := time.Now()
 	out := &results.Offline{Meta: o.meta()}
 	versions := run.Versions(ctx)
@@ -130,7 +131,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if err := results.WriteJSON(rep.ResultsPath, out); err != nil {
 			return err
 		}
-		return results.WriteAtomic(rep.SummaryPath, func(w io.Writer) error { return results.WriteOfflineSummary(w, out) })
+		return results.WriteAtomic(rep.SummaryPath, func(w io.Writer) error { return report.WriteOfflineSummary(w, out) })
 	}
 
 	prompts := RandomPrompts(o.NumPrompts, o.InputLen, VocabSize, o.Seed)

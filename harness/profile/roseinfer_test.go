@@ -15,6 +15,7 @@ import (
 
 	"github.com/roseinfer/roseinfer/harness/backend/backendtest"
 	"github.com/roseinfer/roseinfer/harness/offline"
+	"github.com/roseinfer/roseinfer/harness/report"
 	"github.com/roseinfer/roseinfer/harness/run"
 	"github.com/roseinfer/roseinfer/results"
 )
@@ -132,7 +133,7 @@ func TestOnlineRoseinferAllTools(t *testing.T) {
 // engine's phases with plausible counts.
 func checkChromeTrace(t *testing.T, tool, path string) {
 	t.Helper()
-	s, err := results.SummarizeChromeTrace(path)
+	s, err := report.SummarizeChromeTrace(path)
 	if err != nil {
 		t.Fatalf("%s: %v", tool, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/roseinfer/roseinfer/harness/backend"
 	"github.com/roseinfer/roseinfer/harness/client"
 	"github.com/roseinfer/roseinfer/harness/replay"
+	"github.com/roseinfer/roseinfer/harness/report"
 	"github.com/roseinfer/roseinfer/harness/run"
 	"github.com/roseinfer/roseinfer/results"
 )
@@ -57,7 +58,7 @@ func newStage(o *Options, runDir string, log io.Writer, meta map[string]any) *st
 	st := &stage{opts: o, runDir: runDir, log: log, nsysWrap: nsysArgv, start: time.Now(),
 		manifest: &results.ProfileManifest{Meta: meta, Runs: []results.ProfileRun{}},
 		rep: &Report{RunDir: runDir, ManifestPath: filepath.Join(runDir, results.ProfileManifestFile),
-			SummaryPath: filepath.Join(runDir, results.ProfileSummaryFile)}}
+			SummaryPath: filepath.Join(runDir, report.ProfileSummaryFile)}}
 	meta["profile_start_time"] = st.start.Format(run.TimeFormat)
 	return st
 }
@@ -141,7 +142,7 @@ func (st *stage) write() error {
 		return err
 	}
 	return results.WriteAtomic(st.rep.SummaryPath, func(w io.Writer) error {
-		return results.WriteProfileSummary(w, st.manifest, st.runDir)
+		return report.WriteProfileSummary(w, st.manifest, st.runDir)
 	})
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/roseinfer/roseinfer/harness/backend"
 	"github.com/roseinfer/roseinfer/harness/client"
 	"github.com/roseinfer/roseinfer/harness/replay"
+	"github.com/roseinfer/roseinfer/harness/report"
 	"github.com/roseinfer/roseinfer/results"
 )
 
@@ -69,7 +70,7 @@ func Online(ctx, abort context.Context, o OnlineOptions) (*Report, error) {
 	}
 
 	rep := &Report{RunDir: runDir, ResultsPath: filepath.Join(runDir, results.OnlineResultsFile),
-		SummaryPath: filepath.Join(runDir, results.OnlineSummaryFile)}
+		SummaryPath: filepath.Join(runDir, report.OnlineSummaryFile)}
 	labels := make([]string, 0, len(specs)+len(skipped))
 	for _, s := range specs {
 		labels = append(labels, s.Label)
@@ -97,7 +98,7 @@ func Online(ctx, abort context.Context, o OnlineOptions) (*Report, error) {
 		if err := results.WriteJSON(rep.ResultsPath, out); err != nil {
 			return err
 		}
-		return results.WriteAtomic(rep.SummaryPath, func(wr io.Writer) error { return results.WriteOnlineSummary(wr, out) })
+		return results.WriteAtomic(rep.SummaryPath, func(wr io.Writer) error { return report.WriteOnlineSummary(wr, out) })
 	}
 	if err := write(); err != nil {
 		return rep, err
