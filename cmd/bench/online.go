@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/roseinfer/roseinfer/harness/backend"
+	"github.com/roseinfer/roseinfer/harness/online"
 	"github.com/roseinfer/roseinfer/harness/profile"
-	"github.com/roseinfer/roseinfer/harness/run"
 )
 
 func init() { addCommand(newOnlineCmd) }
@@ -32,7 +32,7 @@ const onlineExamples = `  bench online --scales 0.4,0.8,1.6
   bench online --device sim --server-args "--sim-step-us 1000" --slo ttft=200ms,tpot=50ms`
 
 func newOnlineCmd() *cobra.Command {
-	o := run.DefaultOnline()
+	o := online.DefaultOnline()
 	prof := profile.DefaultOptions()
 	var scales string
 	var timeoutReadyS, requestTimeoutS float64
@@ -102,7 +102,7 @@ partial results. Exit status: 0 ok, 1 a backend or scale failed, 130 interrupted
 			if prof.Only {
 				return profileOnline(prof, o, nil)
 			}
-			rep, err := run.Online(sig.stop, sig.abort, o)
+			rep, err := online.Online(sig.stop, sig.abort, o)
 			if err != nil {
 				return err
 			}
@@ -158,7 +158,7 @@ partial results. Exit status: 0 ok, 1 a backend or scale failed, 130 interrupted
 }
 
 // finish turns a run report into the exit status.
-func finish(rep *run.Report) error {
+func finish(rep *online.Report) error {
 	if rep.Interrupted {
 		return &exitError{code: exitInterrupted, msg: "interrupted; partial results written to " + rep.RunDir}
 	}

@@ -6,8 +6,8 @@ import (
 	"strings"
 
 	"github.com/roseinfer/roseinfer/harness/offline"
+	"github.com/roseinfer/roseinfer/harness/online"
 	"github.com/roseinfer/roseinfer/harness/profile"
-	"github.com/roseinfer/roseinfer/harness/run"
 )
 
 // The profile stage (harness/profile) runs after the benchmark stage of
@@ -29,7 +29,7 @@ on; the exit status is then 1.`
 
 // profileOnline runs bench online's profile stage after rep's benchmark (nil
 // with --profile-only) and turns both into the exit status.
-func profileOnline(p profile.Options, o run.OnlineOptions, rep *run.Report) error {
+func profileOnline(p profile.Options, o online.OnlineOptions, rep *online.Report) error {
 	var benchErr error
 	runDir, resultsPath := "", ""
 	if rep != nil {

@@ -8,13 +8,13 @@ import (
 	"strings"
 
 	"github.com/roseinfer/roseinfer/harness/backend"
-	"github.com/roseinfer/roseinfer/harness/run"
+	"github.com/roseinfer/roseinfer/harness/online"
 	"github.com/roseinfer/roseinfer/results"
 )
 
 // OnlineInput is what bench online's profile stage needs besides its flags.
 type OnlineInput struct {
-	Bench run.OnlineOptions // the benchmark's settings: backends, trace, sampling, warmup, servers
+	Bench online.OnlineOptions // the benchmark's settings: backends, trace, sampling, warmup, servers
 	// RunDir is the benchmark's run directory; "" makes a new
 	// online_<YYYYmmdd_HHMMSS> under Bench.OutputDir (--profile-only).
 	RunDir string
@@ -22,7 +22,7 @@ type OnlineInput struct {
 	// CPU split it chose (meta server_cpus/client_cpus) is reused when
 	// Bench names none, so profiled servers run where measured ones did.
 	// Without it (--profile-only) the stage chooses the split as the
-	// benchmark would (run.ApplyCPUSplit).
+	// benchmark would (online.ApplyCPUSplit).
 	ResultsPath string
 	// Specs are the run specs to profile; nil builds them from Bench and
 	// ThirdParty as the benchmark does.
@@ -50,7 +50,7 @@ func Online(ctx context.Context, p Options, in OnlineInput) (*Report, error) {
 	// The benchmark's CPU split: the one it recorded, or with
 	// --profile-only the one it would choose (the default split unless
 	// lists or "none" are given).
-	prefix, note, err := run.ApplyCPUSplit(o)
+	prefix, note, err := online.ApplyCPUSplit(o)
 	if note != "" {
 		fmt.Fprintln(log, "[profile] "+note)
 	}
@@ -68,7 +68,7 @@ func Online(ctx context.Context, p Options, in OnlineInput) (*Report, error) {
 		return nil, err
 	}
 	meta := onlineMeta(&p, o, tools, labelsOf(specs))
-	meta["versions"] = run.Versions(ctx)
+	meta["versions"] = online.Versions(ctx)
 	if len(skipped) > 0 {
 		meta["skipped"] = skipped
 		for _, s := range skipped {
@@ -95,17 +95,17 @@ func runDirFor(benchRunDir, exact, parent, kind string) (string, error) {
 	if benchRunDir != "" {
 		exact = benchRunDir
 	}
-	return run.MakeRunDir(exact, parent, kind)
+	return online.MakeRunDir(exact, parent, kind)
 }
 
-// onlineSpecs are the benchmark's run specs (run.BuildSpecs). The backends
+// onlineSpecs are the benchmark's run specs (online.BuildSpecs). The backends
 // it skips, and a --base-url server (it cannot be restarted fresh), come
 // back as skip notes.
-func onlineSpecs(ctx context.Context, o *run.OnlineOptions) ([]backend.Spec, []string, error) {
+func onlineSpecs(ctx context.Context, o *online.OnlineOptions) ([]backend.Spec, []string, error) {
 	if o.BaseURL != "" {
 		return nil, []string{o.BaseURL + ": a server given by --base-url cannot be restarted fresh for profiling"}, nil
 	}
-	specs, skippedBackends, err := run.BuildSpecs(ctx, o)
+	specs, skippedBackends, err := online.BuildSpecs(ctx, o)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -122,7 +122,7 @@ func onlineSpecs(ctx context.Context, o *run.OnlineOptions) ([]backend.Spec, []s
 
 // onlineMeta is the manifest's meta: the original's keys (E.4), in its
 // order, then ours.
-func onlineMeta(p *Options, o *run.OnlineOptions, tools, labels []string) map[string]any {
+func onlineMeta(p *Options, o *online.OnlineOptions, tools, labels []string) map[string]any {
 	outLen := p.OutputLen
 	if outLen == 0 {
 		outLen = o.MaxOutputLen

@@ -15,8 +15,8 @@ import (
 
 	"github.com/roseinfer/roseinfer/harness/backend/backendtest"
 	"github.com/roseinfer/roseinfer/harness/offline"
+	"github.com/roseinfer/roseinfer/harness/online"
 	"github.com/roseinfer/roseinfer/harness/report"
-	"github.com/roseinfer/roseinfer/harness/run"
 	"github.com/roseinfer/roseinfer/results"
 )
 
@@ -44,7 +44,7 @@ func TestOnlineRoseinferAllTools(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs roseinfer")
 	}
-	bench := run.DefaultOnline()
+	bench := online.DefaultOnline()
 	bench.RoseinferBin = backendtest.Roseinfer(t)
 	bench.Device = "sim"
 	bench.ServerArgs = []string{"--sim-step-us", "2000"}

@@ -2,8 +2,8 @@ package profile
 
 import (
 	"github.com/roseinfer/roseinfer/harness/client"
+	"github.com/roseinfer/roseinfer/harness/online"
 	"github.com/roseinfer/roseinfer/harness/replay"
-	"github.com/roseinfer/roseinfer/harness/run"
 )
 
 // workload is what every profiled server runs: its warmup requests, then
@@ -17,24 +17,24 @@ type workload interface {
 	items(model string, q client.Quirks) ([]replay.Item, error)
 }
 
-// onlineWorkload is the benchmark's workload (run.LoadWorkload) rebuilt for
+// onlineWorkload is the benchmark's workload (online.LoadWorkload) rebuilt for
 // profiling (F.1): the same rows, prompts, warmup and request bodies, with
 // --profile-output-len as the output clamp, cut to the first --profile-n
 // rows by time and scheduled at --profile-scale.
 type onlineWorkload struct {
-	o     *run.OnlineOptions
-	w     *run.Workload
+	o     *online.OnlineOptions
+	w     *online.Workload
 	scale float64
 }
 
-func newOnlineWorkload(o *run.OnlineOptions, p *Options) (*onlineWorkload, error) {
+func newOnlineWorkload(o *online.OnlineOptions, p *Options) (*onlineWorkload, error) {
 	clamped := *o
 	if p.OutputLen != 0 {
 		clamped.MaxOutputLen = p.OutputLen
 	}
 	// Prompts are built for every row, as the benchmark did, so the
 	// profiled requests carry the very prompts that were measured.
-	w, err := run.LoadWorkload(&clamped)
+	w, err := online.LoadWorkload(&clamped)
 	if err != nil {
 		return nil, err
 	}

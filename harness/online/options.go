@@ -1,10 +1,10 @@
-// Package run drives whole benchmark runs: for `bench online` it loads the
+// Package online drives whole benchmark runs: for `bench online` it loads the
 // trace, launches each backend in turn, warms it up, replays the trace at
 // every scale (and round), summarises each scale with harness/metrics and
 // writes the results files after every scale, so an interrupted run still
 // leaves valid JSON of what finished. cmd/bench only parses flags into
 // OnlineOptions and calls Online.
-package run
+package online
 
 import (
 	"errors"
