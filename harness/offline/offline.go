@@ -20,8 +20,8 @@ import (
 
 	"github.com/roseinfer/roseinfer/engine/sample"
 	"github.com/roseinfer/roseinfer/harness/backend"
-	"github.com/roseinfer/roseinfer/harness/online"
 	"github.com/roseinfer/roseinfer/harness/report"
+	"github.com/roseinfer/roseinfer/harness/rundir"
 	"github.com/roseinfer/roseinfer/results"
 )
 
@@ -119,13 +119,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		SummaryPath: filepath.Join(runDir, report.OfflineSummaryFile)}
 	start := time.Now()
 	out := &results.Offline{Meta: o.meta()}
-	versions := online.Versions(ctx)
+	versions := rundir.Versions(ctx)
 	out.Meta[results.MetaVersions] = versions
 	backendWall := map[string]float64{}
 	out.Meta["backend_wall_s"] = backendWall
-	out.Meta["run_start_time"] = start.Format(online.TimeFormat)
+	out.Meta["run_start_time"] = start.Format(rundir.TimeFormat)
 	write := func() error {
-		out.Meta["run_end_time"] = time.Now().Format(online.TimeFormat)
+		out.Meta["run_end_time"] = time.Now().Format(rundir.TimeFormat)
 		out.Meta["wall_s"] = time.Since(start).Seconds()
 		out.Meta["interrupted"] = rep.Interrupted
 		if err := results.WriteJSON(rep.ResultsPath, out); err != nil {

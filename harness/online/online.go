@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/roseinfer/roseinfer/harness/client"
 	"github.com/roseinfer/roseinfer/harness/replay"
 	"github.com/roseinfer/roseinfer/harness/report"
+	"github.com/roseinfer/roseinfer/harness/rundir"
 	"github.com/roseinfer/roseinfer/results"
 )
 
@@ -53,7 +53,7 @@ func Online(ctx, abort context.Context, o OnlineOptions) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	runDir, err := MakeRunDir(o.RunDir, o.OutputDir, "online")
+	runDir, err := rundir.Make(o.RunDir, o.OutputDir, "online")
 	if err != nil {
 		return nil, err
 	}
@@ -79,10 +79,10 @@ func Online(ctx, abort context.Context, o OnlineOptions) (*Report, error) {
 		labels = append(labels, b.Backend)
 	}
 	out := &results.Online{Meta: onlineMeta(&o, w, labels), ByBackend: map[string]*results.Backend{}}
-	versions := Versions(ctx)
+	versions := rundir.Versions(ctx)
 	out.Meta[results.MetaVersions] = versions
 	runStart := time.Now()
-	out.Meta["run_start_time"] = runStart.Format(TimeFormat)
+	out.Meta["run_start_time"] = runStart.Format(rundir.TimeFormat)
 	for _, b := range skipped {
 		out.ByBackend[b.Backend] = b
 		rep.Failures = append(rep.Failures, b.Backend+": "+b.Error)
@@ -92,7 +92,7 @@ func Online(ctx, abort context.Context, o OnlineOptions) (*Report, error) {
 		}
 	}
 	write := func() error {
-		out.Meta["run_end_time"] = time.Now().Format(TimeFormat)
+		out.Meta["run_end_time"] = time.Now().Format(rundir.TimeFormat)
 		out.Meta["wall_s"] = time.Since(runStart).Seconds()
 		out.Meta["interrupted"] = rep.Interrupted
 		if err := results.WriteJSON(rep.ResultsPath, out); err != nil {
@@ -193,30 +193,6 @@ func BuildSpecs(ctx context.Context, o *OnlineOptions) ([]backend.Spec, []*resul
 	return specs, skipped, nil
 }
 
-// MakeRunDir creates <parent>/<kind>_<YYYYmmdd_HHMMSS> (local time, as the
-// original), adding a suffix if two runs start in the same second; exact,
-// when given, is the directory itself (created if missing).
-func MakeRunDir(exact, parent, kind string) (string, error) {
-	if exact != "" {
-		return exact, os.MkdirAll(exact, 0o755)
-	}
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return "", fmt.Errorf("output dir: %w", err)
-	}
-	base := filepath.Join(parent, kind+"_"+time.Now().Format("20060102_150405"))
-	dir := base
-	for i := 2; ; i++ {
-		err := os.Mkdir(dir, 0o755)
-		if err == nil {
-			return dir, nil
-		}
-		if !errors.Is(err, os.ErrExist) || i > 100 {
-			return "", fmt.Errorf("run dir: %w", err)
-		}
-		dir = base + "_" + strconv.Itoa(i)
-	}
-}
-
 // backendRun is one backend's part of an online run.
 type backendRun struct {
 	o    *OnlineOptions
@@ -241,10 +217,10 @@ func (br *backendRun) run(ctx, abort context.Context, versions map[string]any) {
 	o, label := br.o, br.spec.Label
 	start := time.Now()
 	rec := &results.Backend{Backend: label, Env: br.spec.Env,
-		Timing: results.BackendTiming{BackendStartTime: start.Format(TimeFormat), ScaleWallS: map[string]float64{}}}
+		Timing: results.BackendTiming{BackendStartTime: start.Format(rundir.TimeFormat), ScaleWallS: map[string]float64{}}}
 	br.out.ByBackend[label] = rec
 	defer func() {
-		rec.Timing.BackendEndTime = time.Now().Format(TimeFormat)
+		rec.Timing.BackendEndTime = time.Now().Format(rundir.TimeFormat)
 		rec.Timing.BackendWallS = time.Since(start).Seconds()
 		br.write()
 	}()

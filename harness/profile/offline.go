@@ -8,8 +8,8 @@ import (
 	"github.com/roseinfer/roseinfer/harness/backend"
 	"github.com/roseinfer/roseinfer/harness/client"
 	"github.com/roseinfer/roseinfer/harness/offline"
-	"github.com/roseinfer/roseinfer/harness/online"
 	"github.com/roseinfer/roseinfer/harness/replay"
+	"github.com/roseinfer/roseinfer/harness/rundir"
 )
 
 // OfflineInput is what bench offline's profile stage needs besides its flags.
@@ -52,7 +52,7 @@ func Offline(ctx context.Context, p Options, in OfflineInput) (*Report, error) {
 		"tools":                    tools,
 		"backends":                 labelsOf(specs),
 		"trtllm_profile_record_gc": p.TRTLLMProfileRecordGC,
-		"versions":                 online.Versions(ctx),
+		"versions":                 rundir.Versions(ctx),
 		// Ours.
 		"device":           o.Device,
 		"profile_nsys_bin": p.NsysBin,

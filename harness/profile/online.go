@@ -9,6 +9,7 @@ import (
 
 	"github.com/roseinfer/roseinfer/harness/backend"
 	"github.com/roseinfer/roseinfer/harness/online"
+	"github.com/roseinfer/roseinfer/harness/rundir"
 	"github.com/roseinfer/roseinfer/results"
 )
 
@@ -68,7 +69,7 @@ func Online(ctx context.Context, p Options, in OnlineInput) (*Report, error) {
 		return nil, err
 	}
 	meta := onlineMeta(&p, o, tools, labelsOf(specs))
-	meta["versions"] = online.Versions(ctx)
+	meta["versions"] = rundir.Versions(ctx)
 	if len(skipped) > 0 {
 		meta["skipped"] = skipped
 		for _, s := range skipped {
@@ -95,7 +96,7 @@ func runDirFor(benchRunDir, exact, parent, kind string) (string, error) {
 	if benchRunDir != "" {
 		exact = benchRunDir
 	}
-	return online.MakeRunDir(exact, parent, kind)
+	return rundir.Make(exact, parent, kind)
 }
 
 // onlineSpecs are the benchmark's run specs (online.BuildSpecs). The backends

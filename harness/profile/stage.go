@@ -15,9 +15,9 @@ import (
 
 	"github.com/roseinfer/roseinfer/harness/backend"
 	"github.com/roseinfer/roseinfer/harness/client"
-	"github.com/roseinfer/roseinfer/harness/online"
 	"github.com/roseinfer/roseinfer/harness/replay"
 	"github.com/roseinfer/roseinfer/harness/report"
+	"github.com/roseinfer/roseinfer/harness/rundir"
 	"github.com/roseinfer/roseinfer/results"
 )
 
@@ -59,7 +59,7 @@ func newStage(o *Options, runDir string, log io.Writer, meta map[string]any) *st
 		manifest: &results.ProfileManifest{Meta: meta, Runs: []results.ProfileRun{}},
 		rep: &Report{RunDir: runDir, ManifestPath: filepath.Join(runDir, results.ProfileManifestFile),
 			SummaryPath: filepath.Join(runDir, report.ProfileSummaryFile)}}
-	meta["profile_start_time"] = st.start.Format(online.TimeFormat)
+	meta["profile_start_time"] = st.start.Format(rundir.TimeFormat)
 	return st
 }
 
@@ -135,7 +135,7 @@ func (st *stage) run(ctx context.Context, tools []string, specs []backend.Spec) 
 // write rewrites the manifest and its Markdown summary (atomically), so an
 // interrupted stage leaves a valid record of the captures that finished.
 func (st *stage) write() error {
-	st.manifest.Meta["profile_end_time"] = time.Now().Format(online.TimeFormat)
+	st.manifest.Meta["profile_end_time"] = time.Now().Format(rundir.TimeFormat)
 	st.manifest.Meta["profile_wall_s"] = time.Since(st.start).Seconds()
 	st.manifest.Meta["interrupted"] = st.rep.Interrupted
 	if err := results.WriteJSON(st.rep.ManifestPath, st.manifest); err != nil {
