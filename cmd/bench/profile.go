@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"strings"
@@ -38,8 +39,9 @@ func profileOnline(p profile.Options, o online.OnlineOptions, rep *online.Report
 			return benchErr
 		}
 	}
-	prep, err := profile.Online(sig.stop, p, profile.OnlineInput{Bench: o, RunDir: runDir, ResultsPath: resultsPath,
-		Log: os.Stderr})
+	prep, err := profile.Online(sig.stop, p, profile.OnlineInput{Servers: o.Servers, Workload: o.Workload,
+		StartOffsetS: o.Load.StartOffsetS, RequestTimeout: o.Load.RequestTimeout,
+		RunDir: cmp.Or(runDir, o.Output.RunDir), OutputDir: o.Output.OutputDir, ResultsPath: resultsPath, Log: os.Stderr})
 	if err != nil {
 		return err
 	}

@@ -1,56 +1,61 @@
 package online
 
+import (
+	"github.com/roseinfer/roseinfer/harness/servers"
+	"github.com/roseinfer/roseinfer/harness/workload"
+)
+
 // onlineMeta is meta of online_results.json: the original's keys where they
 // apply (E.2), then additions.
-func onlineMeta(o *OnlineOptions, w *Workload, labels []string) map[string]any {
+func onlineMeta(o *OnlineOptions, w *workload.Workload, labels []string) map[string]any {
 	var maxIn any
-	if o.MaxInputLen > 0 {
-		maxIn = o.MaxInputLen
+	if o.Workload.MaxInputLen > 0 {
+		maxIn = o.Workload.MaxInputLen
 	}
-	model := o.Model
+	model := o.Servers.Model
 	if model == "" {
 		model = "gpt2"
-		if o.BaseURL == "" {
+		if o.Servers.BaseURL == "" {
 			model = "roseinfer built-in tiny (GPT-2 vocabulary, random weights)"
 		}
 	}
 	return map[string]any{
 		"model":                  model,
-		"device":                 o.Device,
-		"gpu":                    o.GPU,
-		"seed":                   o.Seed,
-		"temperature":            o.Temperature,
-		"top_p":                  o.TopP,
-		"top_k":                  o.TopK,
-		"ignore_eos":             o.IgnoreEOS,
-		"n":                      o.N,
-		"scales":                 o.Scales,
-		"max_output_len":         o.MaxOutputLen,
+		"device":                 o.Servers.Device,
+		"gpu":                    o.Servers.GPU,
+		"seed":                   o.Workload.Seed,
+		"temperature":            o.Workload.Temperature,
+		"top_p":                  o.Workload.TopP,
+		"top_k":                  o.Workload.TopK,
+		"ignore_eos":             o.Workload.IgnoreEOS,
+		"n":                      o.Workload.N,
+		"scales":                 o.Load.Scales,
+		"max_output_len":         o.Workload.MaxOutputLen,
 		"max_input_len":          maxIn,
-		"prompt_overhead_tokens": o.PromptOverheadTokens,
-		"start_offset_s":         o.StartOffsetS,
-		"warmup_requests":        o.WarmupRequests,
-		"warmup_input_len":       o.WarmupInputLen,
-		"warmup_output_len":      o.WarmupOutputLen,
-		"timeout_ready_s":        o.TimeoutReady.Seconds(),
+		"prompt_overhead_tokens": o.Workload.PromptOverheadTokens,
+		"start_offset_s":         o.Load.StartOffsetS,
+		"warmup_requests":        o.Workload.WarmupRequests,
+		"warmup_input_len":       o.Workload.WarmupInputLen,
+		"warmup_output_len":      o.Workload.WarmupOutputLen,
+		"timeout_ready_s":        o.Servers.TimeoutReady.Seconds(),
 		"backends":               labels,
-		"server_cpus":            cpuListMeta(o.ServerCPUs),
-		"client_cpus":            cpuListMeta(o.ClientCPUs),
-		"trace_path":             w.trace.Name,
+		"server_cpus":            servers.CPUListMeta(o.Servers.ServerCPUs),
+		"client_cpus":            servers.CPUListMeta(o.Servers.ClientCPUs),
+		"trace_path":             w.Trace().Name,
 		// Additions.
-		"trace_format":          string(w.trace.Format),
-		"num_trace_rows":        len(w.rows),
-		"model_max_len":         o.ModelMaxLen,
-		"effective_context":     w.context.Effective(),
-		"prefix_mode":           o.PrefixMode,
-		"repeat":                o.Repeat,
-		"send_lag_threshold_ms": o.SendLagThresholdMs,
-		"slo":                   o.SLO,
-		"request_timeout_s":     o.RequestTimeout.Seconds(),
-		"base_url":              o.BaseURL,
-		"server_args":           o.ServerArgs,
-		"variants":              o.Variants,
-		"host":                  o.Host,
-		"port_base":             o.PortBase,
+		"trace_format":          string(w.Trace().Format),
+		"num_trace_rows":        w.NumRows(),
+		"model_max_len":         o.Workload.ModelMaxLen,
+		"effective_context":     w.Context().Effective(),
+		"prefix_mode":           o.Workload.PrefixMode,
+		"repeat":                o.Load.Repeat,
+		"send_lag_threshold_ms": o.Load.SendLagThresholdMs,
+		"slo":                   o.Load.SLO,
+		"request_timeout_s":     o.Load.RequestTimeout.Seconds(),
+		"base_url":              o.Servers.BaseURL,
+		"server_args":           o.Servers.ServerArgs,
+		"variants":              o.Servers.Variants,
+		"host":                  o.Servers.Host,
+		"port_base":             o.Servers.PortBase,
 	}
 }

@@ -38,7 +38,11 @@ func Offline(ctx context.Context, p Options, in OfflineInput) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	runDir, err := runDirFor(in.RunDir, o.RunDir, o.OutputDir, "offline")
+	exact := o.RunDir
+	if in.RunDir != "" {
+		exact = in.RunDir
+	}
+	runDir, err := rundir.Make(exact, o.OutputDir, "offline")
 	if err != nil {
 		return nil, err
 	}

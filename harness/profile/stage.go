@@ -37,7 +37,7 @@ type stage struct {
 	opts           *Options
 	runDir         string
 	launch         backend.LaunchOptions // RunDir is runDir
-	work           workload
+	work           work
 	model          string // --model, the id sent unless the server names its own
 	requestTimeout time.Duration
 	log            io.Writer
