@@ -9,7 +9,7 @@ import (
 // ProfileManifestFile is the profile stage's record in the run directory.
 const ProfileManifestFile = "profile_manifest.json"
 
-// ProfileManifest is profile_manifest.json: the original's schema (E.4) —
+// ProfileManifest is profile_manifest.json: the original's schema —
 // meta and one run per (tool, backend) — with additions per run: the files
 // found, summaries of pprof profiles and of the phase trace, and the
 // environment the server got.

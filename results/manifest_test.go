@@ -8,8 +8,8 @@ import (
 	"testing"
 )
 
-// originalManifest is shaped like the original harness's profile manifest
-// (E.4), including a bare NaN as Python's json module writes it.
+// originalManifest is shaped like the original harness's profile manifest,
+// including a bare NaN as Python's json module writes it.
 const originalManifest = `{
   "meta": {"profile": "both", "profile_only": false, "profile_n": 32, "profile_scale": 0.4, "profile_wall_s": NaN,
            "tools": ["torch", "nsys"], "backends": ["roseinfer", "vllm"]},

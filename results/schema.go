@@ -47,7 +47,7 @@ type Summary struct {
 	TTFTMs            Stats   `json:"ttft_ms"`
 	E2EMs             Stats   `json:"e2e_ms"`
 	TPOTMs            Stats   `json:"tpot_ms"`
-	ITLMs             Stats   `json:"itl_ms"` // per-token ITL (METRICS.md)
+	ITLMs             Stats   `json:"itl_ms"` // per-token ITL (docs/METRICS.md)
 
 	TotalOutputTokens      int                `json:"total_output_tokens"`
 	ICLMs                  Stats              `json:"icl_ms"`                 // inter-chunk latency
@@ -172,9 +172,9 @@ type Offline struct {
 	Results []OfflineResult `json:"results"`
 }
 
-// Meta keys both run kinds write. The full original key list is in
-// ../shared/reference/rosellm-inventory.md E.2/E.3; meta is a map so files of
-// the original harness (and its roseinfer_mp_* keys) load unchanged.
+// Meta keys both run kinds write. Meta is a map, not a struct, so files of
+// the original harness (whose keys differ by run kind and version, e.g. its
+// roseinfer_mp_* keys) load unchanged.
 const (
 	MetaModel    = "model"
 	MetaDevice   = "device"

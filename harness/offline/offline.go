@@ -66,7 +66,7 @@ type Options struct {
 	Log       io.Writer
 }
 
-// Default returns the original's defaults (A.2) with both roseinfer labels
+// Default returns the original's defaults with both roseinfer labels
 // and the CPU device.
 func Default() Options {
 	return Options{
@@ -249,8 +249,8 @@ func (o *Options) sampleParams() sample.Params {
 	return sample.Params{Temperature: float32(o.Temperature), TopK: o.TopK, TopP: float32(o.TopP)}
 }
 
-// meta is offline_results.json's meta: the original's keys where they apply
-// (E.3), then additions.
+// meta is offline_results.json's meta: the original's keys where they apply,
+// then additions.
 func (o *Options) meta() map[string]any {
 	return map[string]any{
 		"model":          o.modelName(),

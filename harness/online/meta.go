@@ -6,7 +6,7 @@ import (
 )
 
 // onlineMeta is meta of online_results.json: the original's keys where they
-// apply (E.2), then additions.
+// apply, then additions.
 func onlineMeta(o *OnlineOptions, w *workload.Workload, labels []string) map[string]any {
 	var maxIn any
 	if o.Workload.MaxInputLen > 0 {

@@ -48,7 +48,7 @@ type Output struct {
 	Progress  Progress
 }
 
-// DefaultOnline returns the defaults: the original's (A.1) except where
+// DefaultOnline returns the defaults: the original's except where
 // noted, sized so the embedded default (roseinfer on CPU with its tiny model,
 // the bundled Azure trace) finishes in minutes on 2 cores.
 func DefaultOnline() OnlineOptions {

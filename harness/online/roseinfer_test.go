@@ -308,7 +308,7 @@ func TestSimMultiTokenChunks(t *testing.T) {
 		*s.TPOTMs.P50, srvTPOT, *s.ITLMs.P50, *s.ITLClientMinusServerMs.P50, *s.ICLMs.P50)
 	// Per-token ITL spreads a chunk's gap over its tokens: it matches the
 	// server's per-token gaps, not the inter-chunk gaps. (TPOT is not
-	// checked: METRICS.md divides by N-1, so a first chunk carrying several
+	// checked: docs/METRICS.md divides by N-1, so a first chunk carrying several
 	// merged tokens lowers it.)
 	if math.Abs(srvTPOT-1) > 0.1 {
 		t.Skipf("server's own TPOT p50 %.4f ms is off its 1 ms step (machine loaded): timings not judged", srvTPOT)

@@ -6,7 +6,7 @@ import (
 )
 
 // The online runner computes no figure itself: these wrappers only adapt
-// harness/metrics (the one home of every definition in METRICS.md) to the
+// harness/metrics (the one home of every definition in docs/METRICS.md) to the
 // run's settings.
 
 type sloConfig = metrics.SLO

@@ -21,7 +21,7 @@ type OfflineInput struct {
 	Log    io.Writer
 }
 
-// Offline runs bench offline's profile stage (F.2): per (tool, backend) a
+// Offline runs bench offline's profile stage: per (tool, backend) a
 // fresh `roseinfer serve` with the throughput run's engine settings gets
 // --profile-num-prompts prompts of --profile-input-len tokens at once, each
 // generating --profile-output-len tokens. The in-process label (roseinfer)

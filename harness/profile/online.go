@@ -122,7 +122,7 @@ func onlineSpecs(ctx context.Context, o *servers.Options, c traces.Context) ([]b
 	return specs, skipped, nil
 }
 
-// onlineMeta is the manifest's meta: the original's keys (E.4), in its
+// onlineMeta is the manifest's meta: the original's keys, in its
 // order, then ours.
 func onlineMeta(p *Options, in *OnlineInput, tools, labels []string) map[string]any {
 	outLen := p.OutputLen

@@ -18,7 +18,7 @@ type work interface {
 }
 
 // onlineWorkload is the benchmark's workload (workload.Load) rebuilt for
-// profiling (F.1): the same rows, prompts, warmup and request bodies, with
+// profiling: the same rows, prompts, warmup and request bodies, with
 // --profile-output-len as the output clamp, cut to the first --profile-n
 // rows by time and scheduled at --profile-scale.
 type onlineWorkload struct {

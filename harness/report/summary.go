@@ -14,14 +14,14 @@ import (
 	"github.com/roseinfer/roseinfer/results"
 )
 
-// Summary Markdown file names (E.5).
+// Summary Markdown file names.
 const (
 	OnlineSummaryFile  = "online_summary.md"
 	OfflineSummaryFile = "offline_summary.md"
 )
 
-// WriteOnlineSummary writes online_summary.md in the original's layout
-// (E.5): a title, bullet lines from meta, and one row per (scale, backend)
+// WriteOnlineSummary writes online_summary.md in the original's layout:
+// a title, bullet lines from meta, and one row per (scale, backend)
 // with p50/p90/p99 of TTFT, TPOT, ITL and E2E in ms, rows sorted by scale
 // then canonical label, backends by display name. Columns after the
 // original's six are additions: successes, req/s, output tok/s, goodput
@@ -155,8 +155,8 @@ func onlineNote(s results.Summary) string {
 	return strings.Join(notes, "; ")
 }
 
-// WriteOfflineSummary writes offline_summary.md in the original's layout
-// (E.5): one row per backend with req/s, output tok/s, total tok/s (2
+// WriteOfflineSummary writes offline_summary.md in the original's layout:
+// one row per backend with req/s, output tok/s, total tok/s (2
 // decimals) and total latency (3 decimals), sorted by canonical label. Added
 // columns: prefill and decode seconds when known, and a note with the error
 // of a failed backend.
@@ -289,7 +289,7 @@ func firstLine(s string) string {
 
 // renderMarkdown renders a GitHub Markdown table with tablewriter. Header
 // auto-formatting is off (it would upper-case and rewrite the headers) and
-// '|' in cells is escaped (tablewriter does not), see go-deps.md §5.
+// '|' in cells is escaped (tablewriter's Markdown renderer does not).
 func renderMarkdown(w io.Writer, header []string, align []tw.Align, rows [][]string) error {
 	t := tablewriter.NewTable(w,
 		tablewriter.WithRenderer(renderer.NewMarkdown()),

@@ -33,7 +33,7 @@ func ApplyCPUSplit(o *Options) (prefix []string, note string, err error) {
 	return prefix, note, err
 }
 
-// resolveCPUs applies the original's default split (B.3) when neither list
+// resolveCPUs applies the original's default split when neither list
 // is given and the harness launches the servers: of the CPUs this process
 // may use, the server gets the first half (at least one) and the client the
 // rest; with a single CPU both share it. On a 2-core machine that is one

@@ -97,7 +97,7 @@ func Load(o *Options) (*Workload, error) {
 		return nil, fmt.Errorf("prompts for %s: %w", tr.Name, err)
 	}
 	// The warmup prompt is built the same way (same seed), so it is a
-	// prefix of the base sequence, as in the original (C.6).
+	// prefix of the base sequence, as in the original.
 	warmLen := ctx.WarmupInputLen(o.WarmupInputLen, o.WarmupOutputLen)
 	base, err := traces.BaseSequence(warmLen, o.Seed, o.VocabSize, nil)
 	if err != nil {
