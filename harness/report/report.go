@@ -5,9 +5,11 @@
 // totals, profile_summary.md).
 //
 // It sits above results (the schema: types, JSON read and write, merge)
-// and plots (the figures); neither imports it. It computes no metric:
-// every figure it shows was computed by harness/metrics and stored in the
-// results files.
+// and plots (the figures); neither imports it. It computes no benchmark
+// metric: every latency and throughput it shows was computed by
+// harness/metrics and stored in the results files. The runners
+// (harness/online, harness/offline, harness/profile) call it to write their
+// summaries beside their results.
 package report
 
 import (
