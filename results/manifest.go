@@ -9,7 +9,7 @@ import (
 // ProfileManifestFile is the profile stage's record in the run directory.
 const ProfileManifestFile = "profile_manifest.json"
 
-// ProfileManifest is profile_manifest.json: the original's schema (E.4) —
+// ProfileManifest is profile_manifest.json: the original's schema —
 // meta and one run per (tool, backend) — with additions per run: the files
 // found, summaries of pprof profiles and of the phase trace, and the
 // environment the server got.
@@ -54,6 +54,52 @@ type ProfileFile struct {
 	Kind  string `json:"kind"`
 	Path  string `json:"path"`
 	Bytes int64  `json:"bytes"`
+}
+
+// PprofSummary is the top of one pprof profile, as `go tool pprof -top`
+// shows it: per function, flat (samples whose leaf is the function) and
+// cumulative (samples with the function anywhere on the stack) values of
+// the profile's default sample type.
+type PprofSummary struct {
+	Kind       string      `json:"kind"` // pprof_cpu, pprof_goroutine, pprof_block, pprof_mutex
+	Path       string      `json:"path"`
+	SampleType string      `json:"sample_type"` // cpu, goroutine, delay, ...
+	Unit       string      `json:"unit"`        // nanoseconds, count
+	Total      int64       `json:"total"`
+	NumSamples int         `json:"num_samples"`
+	DurationS  float64     `json:"duration_s,omitempty"`
+	Top        []PprofFunc `json:"top"`
+	Error      string      `json:"error,omitempty"` // the file could not be read or parsed
+}
+
+// PprofFunc is one row of a top table. Percentages are of Total.
+type PprofFunc struct {
+	Function string  `json:"function"`
+	Flat     int64   `json:"flat"`
+	FlatPct  float64 `json:"flat_pct"`
+	Cum      int64   `json:"cum"`
+	CumPct   float64 `json:"cum_pct"`
+}
+
+// TraceSummary totals a Chrome trace's complete events by (track, name):
+// for roseinfer's trace.json, the time per engine phase (schedule,
+// forward/prefill, forward/decode, emit, step) and per device span.
+type TraceSummary struct {
+	Path      string         `json:"path"`
+	NumEvents int            `json:"num_events"` // complete ("X") events
+	SpanS     float64        `json:"span_s"`     // first event start to last event end
+	Phases    []TracePhase   `json:"phases"`
+	OtherData map[string]any `json:"other_data,omitempty"`
+}
+
+// TracePhase is one (track, name) row. Times in milliseconds.
+type TracePhase struct {
+	Track   string  `json:"track"`
+	Name    string  `json:"name"`
+	Count   int     `json:"count"`
+	TotalMs float64 `json:"total_ms"`
+	MeanMs  float64 `json:"mean_ms"`
+	MaxMs   float64 `json:"max_ms"`
 }
 
 // Error sets the run's profile_error.

@@ -12,7 +12,7 @@ const (
 	KindOffline = "offline"
 )
 
-// MergeFiles is `bench merge` (the original's merge_results.py, A.4): it
+// MergeFiles is `bench merge` (the original's merge_results.py): it
 // reads inputs of the given kind, merges them with MergeOnline or
 // MergeOffline (later files override earlier duplicates) and writes out
 // atomically.

@@ -1,8 +1,10 @@
 // Package results owns the files a benchmark run leaves behind:
 // online_results.json, offline_results.json and profile_manifest.json in the
-// original harness's schema (keys added, none renamed), plus merge and the
-// Markdown summaries. It imports nothing from harness/ or engine/: everything
-// after a run (plots, reports, compare) reads these types from files.
+// original harness's schema (keys added, none renamed): their types, reading
+// (ours and the original's files), atomic writing, merging, and the backend
+// labels' display names. It imports nothing from harness/, engine/ or
+// plots/: everything after a run (harness/report, plots) reads these types
+// from files.
 //
 // Units: seconds in JSON (the original's *_s keys), milliseconds in the
 // *_ms summary objects and in tables. A value that cannot be computed is
@@ -45,7 +47,7 @@ type Summary struct {
 	TTFTMs            Stats   `json:"ttft_ms"`
 	E2EMs             Stats   `json:"e2e_ms"`
 	TPOTMs            Stats   `json:"tpot_ms"`
-	ITLMs             Stats   `json:"itl_ms"` // per-token ITL (METRICS.md)
+	ITLMs             Stats   `json:"itl_ms"` // per-token ITL (docs/METRICS.md)
 
 	TotalOutputTokens      int                `json:"total_output_tokens"`
 	ICLMs                  Stats              `json:"icl_ms"`                 // inter-chunk latency
@@ -170,9 +172,9 @@ type Offline struct {
 	Results []OfflineResult `json:"results"`
 }
 
-// Meta keys both run kinds write. The full original key list is in
-// ../shared/reference/rosellm-inventory.md E.2/E.3; meta is a map so files of
-// the original harness (and its roseinfer_mp_* keys) load unchanged.
+// Meta keys both run kinds write. Meta is a map, not a struct, so files of
+// the original harness (whose keys differ by run kind and version, e.g. its
+// roseinfer_mp_* keys) load unchanged.
 const (
 	MetaModel    = "model"
 	MetaDevice   = "device"

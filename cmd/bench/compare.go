@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/roseinfer/roseinfer/harness/report"
 	"github.com/roseinfer/roseinfer/results"
 )
 
@@ -66,22 +67,12 @@ Exit status: 0 no regression, 1 regression, 2 unusable input.`,
 func unusable(err error) error { return &exitError{code: exitUnusable, msg: "compare: " + err.Error()} }
 
 func runCompare(out io.Writer, o compareOptions) error {
-	rules, err := results.ParseFailOn(o.failOn)
+	rules, err := report.ParseFailOn(o.failOn)
 	if err != nil {
 		return unusable(err)
 	}
-	baseOn, baseOff, err := results.LoadRun(o.baseline)
-	if err != nil {
-		return unusable(fmt.Errorf("baseline: %w", err))
-	}
-	curOn, curOff, err := results.LoadRun(o.current)
-	if err != nil {
-		return unusable(fmt.Errorf("current: %w", err))
-	}
-	c, err := results.Compare(
-		results.RunPair{Path: o.baseline, Online: baseOn, Offline: baseOff},
-		results.RunPair{Path: o.current, Online: curOn, Offline: curOff}, rules)
-	if err != nil { // ErrNothingToCompare: the runs share no backend and scale
+	c, err := report.CompareRuns(o.baseline, o.current, rules)
+	if err != nil { // unreadable input, or ErrNothingToCompare: the runs share no backend and scale
 		return unusable(err)
 	}
 	write := c.WriteMarkdown

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/roseinfer/roseinfer/harness/report"
 	"github.com/roseinfer/roseinfer/results"
 )
 
@@ -73,7 +74,7 @@ func TestCompareCommandJSON(t *testing.T) {
 		t.Fatalf("exit %d, want %d", code, exitRegression)
 	}
 	jsonPart := out[:strings.LastIndex(out, "}")+1]
-	var c results.Comparison
+	var c report.Comparison
 	if err := json.Unmarshal([]byte(jsonPart), &c); err != nil {
 		t.Fatalf("--json output does not parse: %v\n%s", err, out)
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/roseinfer/roseinfer/harness/backend"
+	"github.com/roseinfer/roseinfer/harness/online"
 	"github.com/roseinfer/roseinfer/harness/profile"
-	"github.com/roseinfer/roseinfer/harness/run"
 )
 
 func init() { addCommand(newOnlineCmd) }
@@ -32,11 +32,11 @@ const onlineExamples = `  bench online --scales 0.4,0.8,1.6
   bench online --device sim --server-args "--sim-step-us 1000" --slo ttft=200ms,tpot=50ms`
 
 func newOnlineCmd() *cobra.Command {
-	o := run.DefaultOnline()
+	o := online.DefaultOnline()
 	prof := profile.DefaultOptions()
 	var scales string
 	var timeoutReadyS, requestTimeoutS float64
-	backends := strings.Join(o.Backends, ",")
+	backends := strings.Join(o.Servers.Backends, ",")
 	serverArgs := ""
 	cmd := &cobra.Command{
 		Use:   "online",
@@ -78,31 +78,31 @@ partial results. Exit status: 0 ok, 1 a backend or scale failed, 130 interrupted
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
-			if o.Scales, err = parseFloats(scales); err != nil {
+			if o.Load.Scales, err = parseFloats(scales); err != nil {
 				return fmt.Errorf("--scales: %w", err)
 			}
-			o.Backends = splitList(backends)
-			if o.ServerArgs, err = backend.SplitArgs(serverArgs); err != nil {
+			o.Servers.Backends = splitList(backends)
+			if o.Servers.ServerArgs, err = backend.SplitArgs(serverArgs); err != nil {
 				return fmt.Errorf("--server-args: %w", err)
 			}
-			o.TimeoutReady = seconds(timeoutReadyS)
-			o.RequestTimeout = seconds(requestTimeoutS)
-			onCPU := o.BaseURL == "" && o.Device == "cpu" && onlyRoseinfer(o.Backends)
+			o.Servers.TimeoutReady = seconds(timeoutReadyS)
+			o.Load.RequestTimeout = seconds(requestTimeoutS)
+			onCPU := o.Servers.BaseURL == "" && o.Servers.Device == "cpu" && onlyRoseinfer(o.Servers.Backends)
 			if onCPU && !cmd.Flags().Changed("n") {
-				o.N = cpuDefaultN
+				o.Workload.N = cpuDefaultN
 			}
 			if onCPU && !cmd.Flags().Changed("max-output-len") {
-				o.MaxOutputLen = cpuDefaultMaxOutputLen
+				o.Workload.MaxOutputLen = cpuDefaultMaxOutputLen
 			}
-			o.Log = os.Stderr
-			o.Progress = newProgress(os.Stderr)
+			o.Output.Log = os.Stderr
+			o.Output.Progress = newProgress(os.Stderr)
 			if err := prof.Validate(); err != nil {
 				return err
 			}
 			if prof.Only {
 				return profileOnline(prof, o, nil)
 			}
-			rep, err := run.Online(sig.stop, sig.abort, o)
+			rep, err := online.Online(sig.stop, sig.abort, o)
 			if err != nil {
 				return err
 			}
@@ -115,50 +115,50 @@ partial results. Exit status: 0 ok, 1 a backend or scale failed, 130 interrupted
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Model, "model", o.Model, `roseinfer: HF checkpoint directory to serve ("" = built-in tiny model); --base-url: model id to request ("" = the server's first)`)
+	f.StringVar(&o.Servers.Model, "model", o.Servers.Model, `roseinfer: HF checkpoint directory to serve ("" = built-in tiny model); --base-url: model id to request ("" = the server's first)`)
 	f.StringVar(&backends, "backends", backends, "comma list of backends, run in order")
-	f.StringVar(&o.BaseURL, "base-url", "", "benchmark a running OpenAI-compatible server at this root URL instead of launching one")
-	f.StringVar(&o.Device, "device", o.Device, "roseinfer --device: cpu, sim, cuda or auto")
+	f.StringVar(&o.Servers.BaseURL, "base-url", "", "benchmark a running OpenAI-compatible server at this root URL instead of launching one")
+	f.StringVar(&o.Servers.Device, "device", o.Servers.Device, "roseinfer --device: cpu, sim, cuda or auto")
 	f.StringVar(&serverArgs, "server-args", "", `extra "roseinfer serve" flags for every roseinfer run, e.g. "--max-num-seqs 64"`)
-	f.StringArrayVar(&o.Variants, "variant", nil, `LABEL=FLAGS: an extra roseinfer run labelled roseinfer+LABEL with these serve flags (repeatable)`)
-	f.StringVar(&o.RoseinferBin, "roseinfer-bin", "", "roseinfer executable (default: next to bench, then $PATH, then go build)")
+	f.StringArrayVar(&o.Servers.Variants, "variant", nil, `LABEL=FLAGS: an extra roseinfer run labelled roseinfer+LABEL with these serve flags (repeatable)`)
+	f.StringVar(&o.Servers.RoseinferBin, "roseinfer-bin", "", "roseinfer executable (default: next to bench, then $PATH, then go build)")
 	f.StringVar(&scales, "scales", "0.4,0.5,0.6,0.7,0.8,1.6", "comma list of trace time multipliers, one replay each (smaller = more load)")
-	f.IntVar(&o.N, "n", 1000, fmt.Sprintf("trace rows replayed (the first N of the file); roseinfer on the CPU: %d", cpuDefaultN))
-	f.StringVar(&o.TracePath, "trace", "", "trace file: Azure CSV, Mooncake/Qwen JSONL or BurstGPT CSV (default: bundled Azure 2023 conversation)")
-	f.StringVar(&o.TraceFormat, "trace-format", "", "trace format: azure, mooncake, qwen or burstgpt (default: detected)")
-	f.StringVar(&o.PrefixMode, "prefix-mode", o.PrefixMode, "prompt sharing: base (prefixes of one random sequence, the original) or trace (from hash_ids)")
-	f.Float64Var(&o.StartOffsetS, "start-offset-s", o.StartOffsetS, "seconds added to every scheduled time")
-	f.IntVar(&o.MaxInputLen, "max-input-len", 0, "clamp on input tokens (0 = none)")
-	f.IntVar(&o.MaxOutputLen, "max-output-len", 128, fmt.Sprintf("clamp on output tokens; roseinfer on the CPU: %d", cpuDefaultMaxOutputLen))
-	f.IntVar(&o.PromptOverheadTokens, "prompt-overhead-tokens", o.PromptOverheadTokens, "safety margin subtracted from the context")
-	f.IntVar(&o.ModelMaxLen, "model-max-len", o.ModelMaxLen, "the model's context length in tokens (GPT-2 and the tiny model: 1024)")
-	f.Int64Var(&o.Seed, "seed", o.Seed, "seed of the random prompt tokens")
-	f.Float64Var(&o.Temperature, "temperature", o.Temperature, "sampling temperature")
-	f.Float64Var(&o.TopP, "top-p", o.TopP, "nucleus sampling top_p")
-	f.IntVar(&o.TopK, "top-k", o.TopK, "top_k (sent as an extra field)")
-	f.BoolVar(&o.IgnoreEOS, "ignore-eos", false, "send ignore_eos so every request generates its full output length")
-	f.StringVar(&o.Endpoint, "endpoint", "completions", "completions (token-id prompts) or chat (/v1/chat/completions; prompt text from the GPT-2 tokenizer)")
-	f.IntVar(&o.WarmupRequests, "warmup-requests", o.WarmupRequests, "sequential warmup requests per backend before the first scale (0 = none)")
-	f.IntVar(&o.WarmupInputLen, "warmup-input-len", o.WarmupInputLen, "warmup prompt tokens")
-	f.IntVar(&o.WarmupOutputLen, "warmup-output-len", o.WarmupOutputLen, "warmup max_tokens")
-	f.IntVar(&o.Repeat, "repeat", o.Repeat, "rounds per scale; with more than one, per-round summaries and mean ± 95% CI")
-	f.StringVar(&o.SLO, "slo", "", "service-level objectives for goodput, e.g. ttft=200ms,tpot=50ms (also e2e)")
-	f.Float64Var(&o.SendLagThresholdMs, "send-lag-threshold-ms", o.SendLagThresholdMs, "a scale whose send-lag p99 exceeds this is marked invalid")
-	f.Float64Var(&timeoutReadyS, "timeout-ready-s", o.TimeoutReady.Seconds(), "max seconds to wait for a server to become ready")
-	f.Float64Var(&requestTimeoutS, "request-timeout-s", o.RequestTimeout.Seconds(), "per-request timeout in seconds (0 = none)")
-	f.StringVar(&o.Host, "host", o.Host, "bind host of launched servers and client target")
-	f.IntVar(&o.PortBase, "port-base", o.PortBase, "backend i gets the first free port >= port-base + i")
-	f.StringVar(&o.ServerCPUs, "server-cpus", "", `pin launched servers to these CPUs (taskset list, e.g. "0-3"; "none": no pinning); default: first half`)
-	f.StringVar(&o.ClientCPUs, "client-cpus", "", `pin the harness to these CPUs ("none": no pinning); default: the other half`)
-	f.StringVar(&o.GPU, "gpu", "", "CUDA_VISIBLE_DEVICES for launched servers (default: inherited)")
-	f.StringVar(&o.OutputDir, "output-dir", o.OutputDir, "parent of the run directory online_<YYYYmmdd_HHMMSS>")
-	backend.RegisterThirdPartyFlags(f, &o.ThirdParty)
+	f.IntVar(&o.Workload.N, "n", 1000, fmt.Sprintf("trace rows replayed (the first N of the file); roseinfer on the CPU: %d", cpuDefaultN))
+	f.StringVar(&o.Workload.TracePath, "trace", "", "trace file: Azure CSV, Mooncake/Qwen JSONL or BurstGPT CSV (default: bundled Azure 2023 conversation)")
+	f.StringVar(&o.Workload.TraceFormat, "trace-format", "", "trace format: azure, mooncake, qwen or burstgpt (default: detected)")
+	f.StringVar(&o.Workload.PrefixMode, "prefix-mode", o.Workload.PrefixMode, "prompt sharing: base (prefixes of one random sequence, the original) or trace (from hash_ids)")
+	f.Float64Var(&o.Load.StartOffsetS, "start-offset-s", o.Load.StartOffsetS, "seconds added to every scheduled time")
+	f.IntVar(&o.Workload.MaxInputLen, "max-input-len", 0, "clamp on input tokens (0 = none)")
+	f.IntVar(&o.Workload.MaxOutputLen, "max-output-len", 128, fmt.Sprintf("clamp on output tokens; roseinfer on the CPU: %d", cpuDefaultMaxOutputLen))
+	f.IntVar(&o.Workload.PromptOverheadTokens, "prompt-overhead-tokens", o.Workload.PromptOverheadTokens, "safety margin subtracted from the context")
+	f.IntVar(&o.Workload.ModelMaxLen, "model-max-len", o.Workload.ModelMaxLen, "the model's context length in tokens (GPT-2 and the tiny model: 1024)")
+	f.Int64Var(&o.Workload.Seed, "seed", o.Workload.Seed, "seed of the random prompt tokens")
+	f.Float64Var(&o.Workload.Temperature, "temperature", o.Workload.Temperature, "sampling temperature")
+	f.Float64Var(&o.Workload.TopP, "top-p", o.Workload.TopP, "nucleus sampling top_p")
+	f.IntVar(&o.Workload.TopK, "top-k", o.Workload.TopK, "top_k (sent as an extra field)")
+	f.BoolVar(&o.Workload.IgnoreEOS, "ignore-eos", false, "send ignore_eos so every request generates its full output length")
+	f.StringVar(&o.Workload.Endpoint, "endpoint", "completions", "completions (token-id prompts) or chat (/v1/chat/completions; prompt text from the GPT-2 tokenizer)")
+	f.IntVar(&o.Workload.WarmupRequests, "warmup-requests", o.Workload.WarmupRequests, "sequential warmup requests per backend before the first scale (0 = none)")
+	f.IntVar(&o.Workload.WarmupInputLen, "warmup-input-len", o.Workload.WarmupInputLen, "warmup prompt tokens")
+	f.IntVar(&o.Workload.WarmupOutputLen, "warmup-output-len", o.Workload.WarmupOutputLen, "warmup max_tokens")
+	f.IntVar(&o.Load.Repeat, "repeat", o.Load.Repeat, "rounds per scale; with more than one, per-round summaries and mean ± 95% CI")
+	f.StringVar(&o.Load.SLO, "slo", "", "service-level objectives for goodput, e.g. ttft=200ms,tpot=50ms (also e2e)")
+	f.Float64Var(&o.Load.SendLagThresholdMs, "send-lag-threshold-ms", o.Load.SendLagThresholdMs, "a scale whose send-lag p99 exceeds this is marked invalid")
+	f.Float64Var(&timeoutReadyS, "timeout-ready-s", o.Servers.TimeoutReady.Seconds(), "max seconds to wait for a server to become ready")
+	f.Float64Var(&requestTimeoutS, "request-timeout-s", o.Load.RequestTimeout.Seconds(), "per-request timeout in seconds (0 = none)")
+	f.StringVar(&o.Servers.Host, "host", o.Servers.Host, "bind host of launched servers and client target")
+	f.IntVar(&o.Servers.PortBase, "port-base", o.Servers.PortBase, "backend i gets the first free port >= port-base + i")
+	f.StringVar(&o.Servers.ServerCPUs, "server-cpus", "", `pin launched servers to these CPUs (taskset list, e.g. "0-3"; "none": no pinning); default: first half`)
+	f.StringVar(&o.Servers.ClientCPUs, "client-cpus", "", `pin the harness to these CPUs ("none": no pinning); default: the other half`)
+	f.StringVar(&o.Servers.GPU, "gpu", "", "CUDA_VISIBLE_DEVICES for launched servers (default: inherited)")
+	f.StringVar(&o.Output.OutputDir, "output-dir", o.Output.OutputDir, "parent of the run directory online_<YYYYmmdd_HHMMSS>")
+	backend.RegisterThirdPartyFlags(f, &o.Servers.ThirdParty)
 	profile.RegisterFlags(f, &prof)
 	return cmd
 }
 
 // finish turns a run report into the exit status.
-func finish(rep *run.Report) error {
+func finish(rep *online.Report) error {
 	if rep.Interrupted {
 		return &exitError{code: exitInterrupted, msg: "interrupted; partial results written to " + rep.RunDir}
 	}

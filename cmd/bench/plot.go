@@ -1,16 +1,14 @@
 package main
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
+	"github.com/roseinfer/roseinfer/harness/report"
 	"github.com/roseinfer/roseinfer/plots"
-	"github.com/roseinfer/roseinfer/results"
 )
 
 func init() { addCommand(newPlotCmd) }
@@ -71,53 +69,10 @@ func runPlot(out io.Writer, o plotOptions) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("plot: --online-percentiles: %w", err)
 	}
-	formats := splitList(o.formats) // --format "png,svg"
-	dir := o.outputDir
-	if dir == "" {
-		dir = filepath.Join(filepath.Dir(cmp.Or(o.online, o.offline)), "figures")
-	}
-	var written []string
-	if o.online != "" {
-		on, err := results.LoadOnline(o.online)
-		if err != nil {
-			return written, err
-		}
-		figs, err := plots.OnlineFigures(on, o.onlineNoDefault, percentiles)
-		if err != nil {
-			return written, fmt.Errorf("plot %s: %w", o.online, err)
-		}
-		paths, err := plots.WriteFiles(dir, figs, formats...)
-		written = append(written, paths...)
-		if err != nil {
-			return written, err
-		}
-		if !o.onlineNoDefault {
-			p := filepath.Join(dir, results.OnlineSummaryFile)
-			if err := results.WriteAtomic(p, func(w io.Writer) error { return results.WriteOnlineSummary(w, on) }); err != nil {
-				return written, err
-			}
-			written = append(written, p)
-		}
-	}
-	if o.offline != "" {
-		off, err := results.LoadOffline(o.offline)
-		if err != nil {
-			return written, err
-		}
-		fig, err := plots.OfflineThroughputCompare(off)
-		if err != nil {
-			return written, fmt.Errorf("plot %s: %w", o.offline, err)
-		}
-		paths, err := plots.WriteFiles(dir, []*plots.Figure{fig}, formats...)
-		written = append(written, paths...)
-		if err != nil {
-			return written, err
-		}
-		p := filepath.Join(dir, results.OfflineSummaryFile)
-		if err := results.WriteAtomic(p, func(w io.Writer) error { return results.WriteOfflineSummary(w, off) }); err != nil {
-			return written, err
-		}
-		written = append(written, p)
+	written, err := report.Plot(report.PlotOptions{Online: o.online, Offline: o.offline, OnlineNoDefault: o.onlineNoDefault,
+		OnlinePercentiles: percentiles, OutputDir: o.outputDir, Formats: splitList(o.formats)})
+	if err != nil {
+		return written, err
 	}
 	for _, p := range written {
 		fmt.Fprintln(out, "Wrote:", p)

@@ -1,13 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"strings"
 
 	"github.com/roseinfer/roseinfer/harness/offline"
+	"github.com/roseinfer/roseinfer/harness/online"
 	"github.com/roseinfer/roseinfer/harness/profile"
-	"github.com/roseinfer/roseinfer/harness/run"
 )
 
 // The profile stage (harness/profile) runs after the benchmark stage of
@@ -29,7 +30,7 @@ on; the exit status is then 1.`
 
 // profileOnline runs bench online's profile stage after rep's benchmark (nil
 // with --profile-only) and turns both into the exit status.
-func profileOnline(p profile.Options, o run.OnlineOptions, rep *run.Report) error {
+func profileOnline(p profile.Options, o online.OnlineOptions, rep *online.Report) error {
 	var benchErr error
 	runDir, resultsPath := "", ""
 	if rep != nil {
@@ -38,8 +39,9 @@ func profileOnline(p profile.Options, o run.OnlineOptions, rep *run.Report) erro
 			return benchErr
 		}
 	}
-	prep, err := profile.Online(sig.stop, p, profile.OnlineInput{Bench: o, RunDir: runDir, ResultsPath: resultsPath,
-		Log: os.Stderr})
+	prep, err := profile.Online(sig.stop, p, profile.OnlineInput{Servers: o.Servers, Workload: o.Workload,
+		StartOffsetS: o.Load.StartOffsetS, RequestTimeout: o.Load.RequestTimeout,
+		RunDir: cmp.Or(runDir, o.Output.RunDir), OutputDir: o.Output.OutputDir, ResultsPath: resultsPath, Log: os.Stderr})
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 
 	gprofile "github.com/google/pprof/profile"
 
+	"github.com/roseinfer/roseinfer/harness/report"
 	"github.com/roseinfer/roseinfer/results"
 )
 
@@ -69,7 +70,7 @@ func TestProfileOnlyPprof(t *testing.T) {
 	for _, f := range m.Runs[0].Files {
 		kinds[f.Kind] = true
 		if f.Kind == "chrome_trace" {
-			s, err := results.SummarizeChromeTrace(f.Path)
+			s, err := report.SummarizeChromeTrace(f.Path)
 			if err != nil || s.NumEvents == 0 {
 				t.Errorf("%s: %v (%d events)", f.Path, err, s.NumEvents)
 			}

@@ -10,14 +10,14 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
-	"github.com/roseinfer/roseinfer/harness/run"
+	"github.com/roseinfer/roseinfer/harness/online"
 )
 
 // newProgress shows a bar per (backend, scale, round) on a terminal, and
 // plain log lines (start, every 25%, the summary line) otherwise, so CI logs
 // do not fill with carriage returns. Both go to stderr; stdout is for the
 // paths of the files written.
-func newProgress(w *os.File) run.Progress {
+func newProgress(w *os.File) online.Progress {
 	if term.IsTerminal(int(w.Fd())) {
 		return barProgress{w: w}
 	}
@@ -26,7 +26,7 @@ func newProgress(w *os.File) run.Progress {
 
 type barProgress struct{ w io.Writer }
 
-func (p barProgress) Start(label string, scale float64, round, rounds, total int) run.Bar {
+func (p barProgress) Start(label string, scale float64, round, rounds, total int) online.Bar {
 	desc := fmt.Sprintf("%s scale=%g", label, scale)
 	if rounds > 1 {
 		desc += fmt.Sprintf(" round %d/%d", round, rounds)
@@ -65,7 +65,7 @@ func (b *termBar) Finish(summary string) {
 
 type lineProgress struct{ w io.Writer }
 
-func (p lineProgress) Start(label string, scale float64, round, rounds, total int) run.Bar {
+func (p lineProgress) Start(label string, scale float64, round, rounds, total int) online.Bar {
 	name := fmt.Sprintf("[%s scale=%g", label, scale)
 	if rounds > 1 {
 		name += fmt.Sprintf(" round=%d/%d", round, rounds)

@@ -1,16 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
-	"github.com/roseinfer/roseinfer/plots"
-	"github.com/roseinfer/roseinfer/results"
+	"github.com/roseinfer/roseinfer/harness/report"
 )
 
 func init() { addCommand(newReportCmd) }
@@ -42,81 +38,12 @@ original harness's) and write, into RUN_DIR (or --output-dir):
 
 // runReport writes summaries, figures and report.html for the run at path.
 func runReport(out io.Writer, path, outputDir string) error {
-	on, off, err := results.LoadRun(path)
+	written, err := report.Write(path, outputDir)
 	if err != nil {
 		return err
 	}
-	if outputDir == "" {
-		outputDir = path
-		if st, err := os.Stat(path); err == nil && !st.IsDir() {
-			outputDir = filepath.Dir(path)
-		}
-	}
-	in := results.ReportInput{RunDir: path, Online: on, Offline: off}
-	var written []string
-	var figs []*plots.Figure
-	if on != nil {
-		p := filepath.Join(outputDir, results.OnlineSummaryFile)
-		if err := results.WriteAtomic(p, func(w io.Writer) error { return results.WriteOnlineSummary(w, on) }); err != nil {
-			return err
-		}
-		written = append(written, p)
-		online, err := plots.OnlineFigures(on, false, nil)
-		if err != nil {
-			return fmt.Errorf("report: %w", err)
-		}
-		figs = append(figs, online...)
-	}
-	if off != nil {
-		p := filepath.Join(outputDir, results.OfflineSummaryFile)
-		if err := results.WriteAtomic(p, func(w io.Writer) error { return results.WriteOfflineSummary(w, off) }); err != nil {
-			return err
-		}
-		written = append(written, p)
-		fig, err := plots.OfflineThroughputCompare(off)
-		if err != nil {
-			return fmt.Errorf("report: %w", err)
-		}
-		figs = append(figs, fig)
-	}
-	paths, err := plots.WriteFiles(filepath.Join(outputDir, "figures"), figs)
-	written = append(written, paths...)
-	if err != nil {
-		return err
-	}
-	// The per-metric figures repeat the 2x2 one; the page embeds only the
-	// overview figures.
-	for _, f := range figs {
-		if f.Name != "online_latency_compare" && f.Name != "offline_throughput_compare" {
-			continue
-		}
-		svg, err := f.SVG()
-		if err != nil {
-			return err
-		}
-		in.Figures = append(in.Figures, results.ReportFigure{Name: f.Name, Caption: figureCaption(f.Name), SVG: svg})
-	}
-	var page bytes.Buffer
-	if err := results.WriteReportHTML(&page, in); err != nil {
-		return err
-	}
-	p := filepath.Join(outputDir, results.ReportFile)
-	if err := results.WriteFileAtomic(p, page.Bytes()); err != nil {
-		return err
-	}
-	written = append(written, p)
 	for _, p := range written {
 		fmt.Fprintln(out, "Wrote:", p)
 	}
 	return nil
-}
-
-func figureCaption(name string) string {
-	switch name {
-	case "online_latency_compare":
-		return "Latency against trace scale (smaller scale = higher load): p90 line, p50–p90 band, hollow p99; error bars are 95% CIs over repeat rounds; a red X marks an invalid scale."
-	case "offline_throughput_compare":
-		return "Offline throughput per backend (rows in run order); failed runs are tagged OOM or ERR."
-	}
-	return name
 }

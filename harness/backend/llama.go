@@ -14,14 +14,14 @@ import (
 // prompts and the extras it reads (top_k, ignore_eos). It puts usage (and
 // timings) in its last chunk on its own, one token per chunk, so no
 // stream_options are sent and the client counts by the server's total
-// (backends-and-traces.md §4).
+// (llama.cpp's tools/server/README.md, POST /completion).
 var llamaQuirks = client.Quirks{
 	PromptAsTokenIDs: true,
 	ExtraSampling:    true,
 }
 
-// LlamaArgv is the llama-server command of the fairness sketch
-// (backends-and-traces.md §6):
+// LlamaArgv is the llama-server command, set up as the other servers are
+// (every layer on the GPU, flash attention, one slot per concurrent request):
 //
 //	llama-server -m MODEL --host H --port P -c CTX*N -np N -ngl all -fa on --no-webui
 //

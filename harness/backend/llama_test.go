@@ -8,8 +8,8 @@ import (
 	"testing"
 )
 
-// The llama-server argv of the fairness sketch (backends-and-traces.md §6)
-// and its readiness and request shape.
+// The llama-server argv (N slots, each with the model's full context, every
+// layer on the GPU, flash attention on) and its readiness and request shape.
 func TestLlamaLaunchGolden(t *testing.T) {
 	root := t.TempDir()
 	bin := filepath.Join(root, "llama.cpp", "build", "bin", "llama-server")

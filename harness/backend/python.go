@@ -24,7 +24,7 @@ const (
 )
 
 // ThirdPartyOptions are the command-line settings of the backends that are
-// not roseinfer (the original's per-backend flags, A.1/A.2, plus ours).
+// not roseinfer (the original's per-backend flags plus ours).
 // DefaultThirdParty gives the defaults.
 type ThirdPartyOptions struct {
 	// Dtype is the original's --dtype: auto (no flag), fp16, bf16, fp32;
@@ -60,7 +60,7 @@ type ThirdPartyOptions struct {
 	BackendCmd string // custom: "my-server --port {port}"
 }
 
-// DefaultThirdParty returns the original's defaults (A.1).
+// DefaultThirdParty returns the original's defaults.
 func DefaultThirdParty() ThirdPartyOptions {
 	return ThirdPartyOptions{
 		Dtype:                  "fp16",
@@ -174,7 +174,7 @@ func (r ThirdPartyRun) layout() envs.Layout {
 }
 
 // commonEnv is every launched backend's environment overrides, as the
-// original set them (B.3): CUDA_VISIBLE_DEVICES from --gpu, OMP and MKL
+// original set them: CUDA_VISIBLE_DEVICES from --gpu, OMP and MKL
 // thread counts equal to the number of server CPUs (only when pinned: a
 // server left unpinned keeps its libraries' own choice), and
 // TOKENIZERS_PARALLELISM=false.

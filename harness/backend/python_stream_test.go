@@ -19,8 +19,8 @@ import (
 
 // fixtureServer answers /v1/completions with a recorded body. The client
 // tests (harness/client) cover each quirk alone; these fixtures are whole
-// streams in each server's documented wire format
-// (backends-and-traces.md §1.4, §2.4, §3.4, §4), bytes as sent.
+// streams in each server's wire format (vLLM's, SGLang's and TensorRT-LLM's
+// OpenAI-compatible completions, llama-server's), bytes as sent.
 func fixtureServer(t *testing.T, status int, contentType, file string) *httptest.Server {
 	t.Helper()
 	body, err := os.ReadFile(filepath.Join("testdata", file))
@@ -125,7 +125,7 @@ func TestRequestShapes(t *testing.T) {
 
 // TensorRT-LLM rejects fields its CompletionRequest does not declare
 // (extra="forbid"), so every field we send must be in its list
-// (backends-and-traces.md §3.4), also with the other switches a run may
+// (tensorrt_llm/serve/openai_protocol.py), also with the other switches a run may
 // turn on.
 func TestTRTLLMSendsOnlyDeclaredFields(t *testing.T) {
 	declared := map[string]bool{}

@@ -10,7 +10,7 @@ import (
 
 // sglangQuirks is the request shape for SGLang 0.5.7: the same fields as
 // vLLM (token-id prompts, top_k, ignore_eos, stream_options with continuous
-// usage), backends-and-traces.md §2.4.
+// usage), as SGLang's OpenAI-compatible completions API takes them.
 var sglangQuirks = client.Quirks{
 	PromptAsTokenIDs: true,
 	ExtraSampling:    true,
@@ -30,7 +30,7 @@ var SGLangReady = ReadyRule{
 }
 
 // SGLangArgv is the server command after the interpreter, as the original
-// built it (B.2):
+// built it:
 //
 //	-m sglang.launch_server --model-path M --host H --port P
 //	--context-length CTX --stream-interval 1 --stream-output
@@ -78,7 +78,8 @@ func SGLang(ctx context.Context, o *ThirdPartyOptions, r ThirdPartyRun) (Spec, e
 		return Spec{}, err
 	}
 	// /health must not inject a generation request if anything probes it
-	// after readiness (backends-and-traces.md §0 item 4).
+	// after readiness: SGLang's /health runs a one-token generation unless
+	// this is "0".
 	pb.procEnv["SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION"] = "0"
 	s := pythonSpec(NameSGLang, pb, sglangQuirks, func(host string, port int) []string {
 		argv, _ := SGLangArgv(o, r, host, port)

@@ -7,7 +7,7 @@ import (
 )
 
 // The exact SGLang argv + environment (testdata/sglang_launch.golden) and
-// the original's command (B.2) for the seed 001 flags.
+// the original harness's command for its baseline flags.
 func TestSGLangLaunchGolden(t *testing.T) {
 	root := t.TempDir()
 	python := fakeVenv(t, root, "sglang", probeSGLang)

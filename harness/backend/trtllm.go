@@ -17,9 +17,9 @@ import (
 // trtllmQuirks is the request shape for TensorRT-LLM 1.1's trtllm-serve. Its
 // request models reject unknown fields (extra="forbid"), so only fields it
 // declares are sent: model, prompt (token ids), max_tokens, temperature,
-// top_p, top_k, ignore_eos, stream, stream_options (backends-and-traces.md
-// §3.4). Its final usage chunk is typed as a chat chunk; the client reads it
-// by shape, not by "object".
+// top_p, top_k, ignore_eos, stream, stream_options (CompletionRequest in
+// tensorrt_llm/serve/openai_protocol.py). Its final usage chunk is typed as
+// a chat chunk; the client reads it by shape, not by "object".
 var trtllmQuirks = client.Quirks{
 	PromptAsTokenIDs: true,
 	ExtraSampling:    true,
@@ -31,7 +31,7 @@ var trtllmQuirks = client.Quirks{
 const trtllmServeMarker = "tensorrt_llm.commands.serve"
 
 // TRTLLMArgv is the server command after the interpreter, as the original
-// built it (B.2):
+// built it:
 //
 //	-m tensorrt_llm.commands.serve M --host H --port P --backend B
 //	--max_seq_len CTX --log_level error

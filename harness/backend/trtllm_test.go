@@ -15,7 +15,7 @@ import (
 )
 
 // The exact TensorRT-LLM argv + environment (testdata/trtllm_launch.golden),
-// LD_LIBRARY_PATH from the venv included, and the original's command (B.2).
+// LD_LIBRARY_PATH from the venv included, and the original's command.
 func TestTRTLLMLaunchGolden(t *testing.T) {
 	root := t.TempDir()
 	python := fakeVenv(t, root, "trtllm", probeTRTLLM)

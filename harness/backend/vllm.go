@@ -11,7 +11,7 @@ import (
 // and ignore_eos as extra fields (accepted; unknown fields are only logged),
 // usage in a final choices:[] chunk and continuous usage in every chunk,
 // which gives exact tokens per chunk when vLLM merges several tokens into
-// one event (backends-and-traces.md §1.4).
+// one event (vLLM's stream_options.continuous_usage_stats).
 var vllmQuirks = client.Quirks{
 	PromptAsTokenIDs: true,
 	ExtraSampling:    true,
@@ -34,7 +34,7 @@ func VLLMMaxNumSeqs(o *ThirdPartyOptions) int {
 }
 
 // VLLMArgv is the server command after the interpreter, as the original
-// built it (B.2):
+// built it:
 //
 //	-m vllm.entrypoints.openai.api_server --model M --host H --port P
 //	--max-model-len CTX --disable-log-requests --disable-log-stats

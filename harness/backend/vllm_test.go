@@ -8,8 +8,8 @@ import (
 )
 
 // The exact vLLM argv + environment under representative flag sets
-// (testdata/vllm_launch.golden), and the original's command for the seed
-// 001 baseline flags written out here from rosellm-inventory.md B.2.
+// (testdata/vllm_launch.golden), and the original harness's command for its
+// baseline flags, written out here.
 func TestVLLMLaunchGolden(t *testing.T) {
 	root := t.TempDir()
 	python := fakeVenv(t, root, "vllm", probeVLLM)

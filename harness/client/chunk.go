@@ -24,7 +24,7 @@ type chunk struct {
 }
 
 // parseChunk reads the fields the client needs. It tolerates every variant
-// in backends-and-traces.md §5: null fields, unknown fields, chat-shaped
+// the supported servers send: null fields, unknown fields, chat-shaped
 // chunks on /v1/completions, usage in content chunks or in a final chunk with
 // "choices": [], nested or flat error objects.
 //

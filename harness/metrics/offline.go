@@ -2,7 +2,7 @@ package metrics
 
 import "github.com/roseinfer/roseinfer/results"
 
-// OfflineThroughput computes the offline figures, METRICS.md: "req/s =
+// OfflineThroughput computes the offline figures, docs/METRICS.md: "req/s =
 // prompts / total time; output tok/s = Σ generated tokens / total time;
 // total tok/s = (Σ prompt tokens + Σ generated tokens) / total time".
 // totalS is the timed region, "from the first prompt submitted to the last

@@ -1,5 +1,5 @@
 // Package metrics holds the one definition of every figure the harness
-// reports (../shared/design/METRICS.md): per-request TTFT, TPOT, per-token
+// reports (docs/METRICS.md): per-request TTFT, TPOT, per-token
 // ITL, inter-chunk latency, E2E and send lag; per-scale summaries with
 // NumPy-linear percentiles, throughput, goodput, errors by kind, the replay
 // validity rule and the server-timing split; the spread across repeat
@@ -17,7 +17,7 @@ import (
 	"github.com/roseinfer/roseinfer/results"
 )
 
-// Percentile is NumPy's default ("linear") percentile, METRICS.md:
+// Percentile is NumPy's default ("linear") percentile, docs/METRICS.md:
 // "sorted x_0..x_{n−1}, rank r = p/100 × (n − 1),
 // value = x_⌊r⌋ + (r − ⌊r⌋)(x_⌈r⌉ − x_⌊r⌋). Empty set → null."
 // ok is false for an empty set or p outside [0, 100]. samples is not
@@ -56,7 +56,7 @@ func percentileSorted(x []float64, p float64) float64 {
 	return a + float64(diff*gamma)
 }
 
-// Summarize is the five-number summary of one metric, METRICS.md:
+// Summarize is the five-number summary of one metric, docs/METRICS.md:
 // "statistics: mean, p50, p90, p99, max ... Empty set → null."
 // Samples are in the unit the caller wants reported (ms in summaries). NaN
 // samples are dropped so a summary never carries NaN into JSON.

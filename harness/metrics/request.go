@@ -6,7 +6,7 @@ import "github.com/roseinfer/roseinfer/results"
 // relative to its send time t_0 (StartS); StartS, EndS and ScheduledS are
 // relative to the round's replay start.
 
-// Succeeded says whether a request counts as a success, METRICS.md: "A
+// Succeeded says whether a request counts as a success, docs/METRICS.md: "A
 // request is an error if the HTTP status is not 200, the stream breaks, or
 // the server reports an error; its timings are kept in the per-request record
 // but excluded from latency statistics." The client records any of those in
@@ -19,7 +19,7 @@ func Succeeded(r *results.Request) bool { return r.Error == nil }
 const maxChunkTokens = 1 << 20
 
 // tokenEvents returns the token-carrying chunks of r: arrival a_j (seconds
-// after t_0) and token count k_j. METRICS.md: "Chunks with no generated
+// after t_0) and token count k_j. docs/METRICS.md: "Chunks with no generated
 // tokens (usage-only, finish-only) are not token events", so entries with
 // k_j < 1 are skipped. ok is false when the record's ChunkS and ChunkTokens
 // disagree in length or a count is absurd: its token counts cannot be
@@ -41,7 +41,7 @@ func tokenEvents(r *results.Request) (at []float64, k []int, ok bool) {
 	return at, k, true
 }
 
-// OutputTokens is N, METRICS.md: "N = Σ k_j" over token-carrying chunks.
+// OutputTokens is N, docs/METRICS.md: "N = Σ k_j" over token-carrying chunks.
 // ok is false when the record's chunk arrays are inconsistent.
 func OutputTokens(r *results.Request) (n int, ok bool) {
 	_, k, ok := tokenEvents(r)
@@ -51,7 +51,7 @@ func OutputTokens(r *results.Request) (n int, ok bool) {
 	return n, ok
 }
 
-// TTFT is the time to first token, METRICS.md: "TTFT = a_1 − t_0".
+// TTFT is the time to first token, docs/METRICS.md: "TTFT = a_1 − t_0".
 // Undefined without a token-carrying chunk.
 func TTFT(r *results.Request) (float64, bool) {
 	at, _, ok := tokenEvents(r)
@@ -61,7 +61,7 @@ func TTFT(r *results.Request) (float64, bool) {
 	return at[0], true
 }
 
-// TTFTFromScheduled is METRICS.md's "TTFT from scheduled time, a_1 − t_s,
+// TTFTFromScheduled is docs/METRICS.md's "TTFT from scheduled time, a_1 − t_s,
 // which includes client lag": TTFT plus the send lag.
 func TTFTFromScheduled(r *results.Request) (float64, bool) {
 	ttft, ok := TTFT(r)
@@ -71,15 +71,15 @@ func TTFTFromScheduled(r *results.Request) (float64, bool) {
 	return (r.StartS + ttft) - r.ScheduledS, true
 }
 
-// SendLag is METRICS.md's "Send lag = t_0 − t_s": how late the client wrote
+// SendLag is docs/METRICS.md's "Send lag = t_0 − t_s": how late the client wrote
 // the request's first byte relative to the schedule.
 func SendLag(r *results.Request) float64 { return r.StartS - r.ScheduledS }
 
-// E2E is METRICS.md's "E2E = time the stream ended ([DONE] or connection
+// E2E is docs/METRICS.md's "E2E = time the stream ended ([DONE] or connection
 // close) − t_0".
 func E2E(r *results.Request) float64 { return r.EndS - r.StartS }
 
-// TPOT is the time per output token, METRICS.md: "TPOT = (a_m − a_1) /
+// TPOT is the time per output token, docs/METRICS.md: "TPOT = (a_m − a_1) /
 // (N − 1), defined when N ≥ 2." With several tokens in one chunk the
 // numerator counts chunk arrivals and the denominator tokens, so a stream
 // of 4-token chunks 40 ms apart has TPOT 10 ms.
@@ -93,7 +93,7 @@ func TPOT(r *results.Request) (float64, bool) {
 }
 
 // ITL returns the per-token inter-token latencies of one request,
-// METRICS.md: "a chunk j > 1 carrying k_j tokens contributes k_j samples of
+// docs/METRICS.md: "a chunk j > 1 carrying k_j tokens contributes k_j samples of
 // (a_j − a_{j−1}) / k_j; the first chunk's extra tokens (k_1 − 1) contribute
 // nothing." A summary pools these over all successful requests of a scale.
 // Nil when the record's chunk arrays are inconsistent.
@@ -112,7 +112,7 @@ func ITL(r *results.Request) []float64 {
 	return samples
 }
 
-// ICL returns the inter-chunk latencies of one request, METRICS.md:
+// ICL returns the inter-chunk latencies of one request, docs/METRICS.md:
 // "Inter-chunk latency (ICL): a_j − a_{j−1}, pooled; equals ITL when every
 // chunk carries one token."
 func ICL(r *results.Request) []float64 {

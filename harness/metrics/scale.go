@@ -27,7 +27,7 @@ type ScaleOptions struct {
 // by zero.
 const minDurationS = 1e-9
 
-// Duration is a scale's measured time span, METRICS.md: "duration = max(end)
+// Duration is a scale's measured time span, docs/METRICS.md: "duration = max(end)
 // − min(send) over successful requests". With no success it spans all
 // requests, as the original did; it is never below 1e-9 s.
 func Duration(reqs []results.Request) float64 {
@@ -55,7 +55,7 @@ func Duration(reqs []results.Request) float64 {
 // (TTFT, TTFT from scheduled, E2E and TPOT per request; ITL and ICL pooled);
 // send lag covers every request sent, since it measures the client.
 // req/s = successes / duration, tok/s = Σ N / duration, goodput = good
-// requests / duration (METRICS.md "Per scale").
+// requests / duration (docs/METRICS.md "Per scale").
 func SummarizeScale(reqs []results.Request, opts ScaleOptions) results.Summary {
 	s := results.Summary{
 		Backend:      opts.Backend,

@@ -76,7 +76,7 @@ func (s SLO) String() string {
 	return strings.Join(parts, ",")
 }
 
-// Meets says whether one request is "good", METRICS.md: "goodput = requests
+// Meets says whether one request is "good", docs/METRICS.md: "goodput = requests
 // meeting every given SLO (e.g. TTFT ≤ x ms, TPOT ≤ y ms) per second; errors
 // never count as good." A success without a first token fails a TTFT
 // objective; one with fewer than two tokens has no TPOT and so cannot

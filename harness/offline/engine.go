@@ -38,8 +38,8 @@ func (o *Options) startEngine() (*launch.Running, error) {
 // API server takes 8192; roseinfer serve 2048, sized for online latency).
 // 128 prompts of 256 tokens then prefill in two steps instead of sixteen
 // 2048-token steps, each also carrying the decodes already running: on the
-// H100 through the server, 69,880 -> 79,751 output tok/s
-// (engine/device/cuda/NOTES.md). The cpu and sim devices keep serve's budget.
+// H100 through the server, 69,880 -> 79,751 output tok/s (docs/cuda.md).
+// The cpu and sim devices keep serve's budget.
 const cudaOfflineBatchedTokens = 16384
 
 // kvTokensWithoutPreemption is a KV pool in which maxConcurrent sequences of

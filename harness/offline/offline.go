@@ -20,7 +20,8 @@ import (
 
 	"github.com/roseinfer/roseinfer/engine/sample"
 	"github.com/roseinfer/roseinfer/harness/backend"
-	"github.com/roseinfer/roseinfer/harness/run"
+	"github.com/roseinfer/roseinfer/harness/report"
+	"github.com/roseinfer/roseinfer/harness/rundir"
 	"github.com/roseinfer/roseinfer/results"
 )
 
@@ -65,7 +66,7 @@ type Options struct {
 	Log       io.Writer
 }
 
-// Default returns the original's defaults (A.2) with both roseinfer labels
+// Default returns the original's defaults with both roseinfer labels
 // and the CPU device.
 func Default() Options {
 	return Options{
@@ -115,22 +116,22 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, fmt.Errorf("run dir: %w", err)
 	}
 	rep := &Report{RunDir: runDir, ResultsPath: filepath.Join(runDir, results.OfflineResultsFile),
-		SummaryPath: filepath.Join(runDir, results.OfflineSummaryFile)}
+		SummaryPath: filepath.Join(runDir, report.OfflineSummaryFile)}
 	start := time.Now()
 	out := &results.Offline{Meta: o.meta()}
-	versions := run.Versions(ctx)
+	versions := rundir.Versions(ctx)
 	out.Meta[results.MetaVersions] = versions
 	backendWall := map[string]float64{}
 	out.Meta["backend_wall_s"] = backendWall
-	out.Meta["run_start_time"] = start.Format(run.TimeFormat)
+	out.Meta["run_start_time"] = start.Format(rundir.TimeFormat)
 	write := func() error {
-		out.Meta["run_end_time"] = time.Now().Format(run.TimeFormat)
+		out.Meta["run_end_time"] = time.Now().Format(rundir.TimeFormat)
 		out.Meta["wall_s"] = time.Since(start).Seconds()
 		out.Meta["interrupted"] = rep.Interrupted
 		if err := results.WriteJSON(rep.ResultsPath, out); err != nil {
 			return err
 		}
-		return results.WriteAtomic(rep.SummaryPath, func(w io.Writer) error { return results.WriteOfflineSummary(w, out) })
+		return results.WriteAtomic(rep.SummaryPath, func(w io.Writer) error { return report.WriteOfflineSummary(w, out) })
 	}
 
 	prompts := RandomPrompts(o.NumPrompts, o.InputLen, VocabSize, o.Seed)
@@ -248,8 +249,8 @@ func (o *Options) sampleParams() sample.Params {
 	return sample.Params{Temperature: float32(o.Temperature), TopK: o.TopK, TopP: float32(o.TopP)}
 }
 
-// meta is offline_results.json's meta: the original's keys where they apply
-// (E.3), then additions.
+// meta is offline_results.json's meta: the original's keys where they apply,
+// then additions.
 func (o *Options) meta() map[string]any {
 	return map[string]any{
 		"model":          o.modelName(),

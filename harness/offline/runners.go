@@ -19,7 +19,7 @@ type batchTiming struct {
 	totalInputTokens, totalOutTokens int
 }
 
-// result turns a timed batch into the offline figures (METRICS.md,
+// result turns a timed batch into the offline figures (docs/METRICS.md,
 // "Offline"): req/s = prompts / total time, output tok/s = generated tokens
 // / total time, total tok/s = (prompt + generated tokens) / total time;
 // prefill_s = until the last prompt's first token, decode_s = the rest.

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	engineprofile "github.com/roseinfer/roseinfer/engine/profile"
+	"github.com/roseinfer/roseinfer/harness/report"
 	"github.com/roseinfer/roseinfer/results"
 )
 
@@ -71,7 +72,7 @@ func (st *stage) collect(c *capture, run *results.ProfileRun, fail func(string))
 	for _, f := range run.Files {
 		switch f.Kind {
 		case engineprofile.KindChromeTrace:
-			s, err := results.SummarizeChromeTrace(f.Path)
+			s, err := report.SummarizeChromeTrace(f.Path)
 			if err != nil {
 				fail(err.Error())
 				continue
@@ -79,7 +80,7 @@ func (st *stage) collect(c *capture, run *results.ProfileRun, fail func(string))
 			run.Trace = s
 		case engineprofile.KindPprofCPU, engineprofile.KindPprofGoroutine, engineprofile.KindPprofBlock,
 			engineprofile.KindPprofMutex, kindPprofOther:
-			s := results.SummarizePprof(f.Kind, f.Path, results.DefaultPprofTop)
+			s := report.SummarizePprof(f.Kind, f.Path, report.DefaultPprofTop)
 			if s.Error != "" {
 				fail(s.Error)
 			}

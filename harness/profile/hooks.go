@@ -18,7 +18,7 @@ type capture struct {
 	opts              *Options
 }
 
-// hook is a backend's part of the profile stage (F.1): what it adds to the
+// hook is a backend's part of the profile stage: what it adds to the
 // server's command and environment, and what it does around the replay.
 // A nil function does nothing.
 type hook struct {
@@ -94,7 +94,7 @@ func hookFor(base string) *hook {
 	return genericHook
 }
 
-// commonEnv is what every profiled server gets (F.1): roseinfer's NVTX
+// commonEnv is what every profiled server gets: roseinfer's NVTX
 // ranges on, which the other servers ignore.
 func commonEnv() map[string]string { return map[string]string{"ROSEINFER_NVTX": "1"} }
 

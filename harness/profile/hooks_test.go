@@ -17,9 +17,9 @@ import (
 	"github.com/roseinfer/roseinfer/results"
 )
 
-// The expected values in this file are transcribed from the original's
-// profile stage (../shared/reference/rosellm-inventory.md F.1, B.2, B.3),
-// not generated from this package.
+// The expected values in this file are transcribed from the original
+// Python harness's profile stage (its per-backend profiler environment,
+// launch flags and nsys wrapper), not generated from this package.
 
 // testOptions are the defaults with the stage's pauses removed.
 func testOptions(t *testing.T) Options {

@@ -14,7 +14,7 @@ import (
 // nsysReportSuffix is the extension nsys gives its report.
 const nsysReportSuffix = ".nsys-rep"
 
-// nsysArgv is the wrapper the server command is appended to (F.1):
+// nsysArgv is the wrapper the server command is appended to:
 //
 //	nsys profile --force-overwrite=true --capture-range=none --trace=T
 //	--cuda-graph-trace=G [--kill=K] [--cuda-flush-interval=MS] [--cpuctxsw=C]
@@ -37,7 +37,7 @@ func nsysArgv(o *Options, prefix string) []string {
 	return append(argv, "--sample=none", "--trace-fork-before-exec=true", "-o", prefix)
 }
 
-// nsysOfflineArgv is the offline stage's wrapper (F.2): a fixed trace set,
+// nsysOfflineArgv is the offline stage's wrapper: a fixed trace set,
 // no CUDA-graph option.
 func nsysOfflineArgv(o *Options, prefix string) []string {
 	argv := []string{o.NsysBin, "profile", "--force-overwrite=true", "--capture-range=none", "--trace=cuda,nvtx,osrt"}
@@ -56,7 +56,7 @@ func checkNsys(bin string) error {
 }
 
 // stopUnderNsys stops a server running under nsys so that nsys finalises
-// its report (B.3): the server (found by its listening port, plus a process
+// its report: the server (found by its listening port, plus a process
 // whose command line holds marker, with their children) gets SIGTERM and
 // up to w.ServerStop before SIGKILL; then nsys, which exits once its target
 // is gone, gets nsysExit to write the report; whatever is left of the

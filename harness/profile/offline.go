@@ -9,7 +9,7 @@ import (
 	"github.com/roseinfer/roseinfer/harness/client"
 	"github.com/roseinfer/roseinfer/harness/offline"
 	"github.com/roseinfer/roseinfer/harness/replay"
-	"github.com/roseinfer/roseinfer/harness/run"
+	"github.com/roseinfer/roseinfer/harness/rundir"
 )
 
 // OfflineInput is what bench offline's profile stage needs besides its flags.
@@ -21,7 +21,7 @@ type OfflineInput struct {
 	Log    io.Writer
 }
 
-// Offline runs bench offline's profile stage (F.2): per (tool, backend) a
+// Offline runs bench offline's profile stage: per (tool, backend) a
 // fresh `roseinfer serve` with the throughput run's engine settings gets
 // --profile-num-prompts prompts of --profile-input-len tokens at once, each
 // generating --profile-output-len tokens. The in-process label (roseinfer)
@@ -38,7 +38,11 @@ func Offline(ctx context.Context, p Options, in OfflineInput) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	runDir, err := runDirFor(in.RunDir, o.RunDir, o.OutputDir, "offline")
+	exact := o.RunDir
+	if in.RunDir != "" {
+		exact = in.RunDir
+	}
+	runDir, err := rundir.Make(exact, o.OutputDir, "offline")
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +56,7 @@ func Offline(ctx context.Context, p Options, in OfflineInput) (*Report, error) {
 		"tools":                    tools,
 		"backends":                 labelsOf(specs),
 		"trtllm_profile_record_gc": p.TRTLLMProfileRecordGC,
-		"versions":                 run.Versions(ctx),
+		"versions":                 rundir.Versions(ctx),
 		// Ours.
 		"device":           o.Device,
 		"profile_nsys_bin": p.NsysBin,

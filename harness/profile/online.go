@@ -6,26 +6,37 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/roseinfer/roseinfer/harness/backend"
-	"github.com/roseinfer/roseinfer/harness/run"
+	"github.com/roseinfer/roseinfer/harness/rundir"
+	"github.com/roseinfer/roseinfer/harness/servers"
+	"github.com/roseinfer/roseinfer/harness/workload"
 	"github.com/roseinfer/roseinfer/results"
+	"github.com/roseinfer/roseinfer/traces"
 )
 
 // OnlineInput is what bench online's profile stage needs besides its flags.
 type OnlineInput struct {
-	Bench run.OnlineOptions // the benchmark's settings: backends, trace, sampling, warmup, servers
+	// The benchmark's settings: its servers, its workload (trace,
+	// sampling, warmup), and from its load the schedule offset and the
+	// per-request timeout.
+	Servers        servers.Options
+	Workload       workload.Options
+	StartOffsetS   float64
+	RequestTimeout time.Duration
 	// RunDir is the benchmark's run directory; "" makes a new
-	// online_<YYYYmmdd_HHMMSS> under Bench.OutputDir (--profile-only).
-	RunDir string
+	// online_<YYYYmmdd_HHMMSS> under OutputDir (--profile-only).
+	RunDir    string
+	OutputDir string
 	// ResultsPath is the benchmark's online_results.json, if it ran: the
 	// CPU split it chose (meta server_cpus/client_cpus) is reused when
-	// Bench names none, so profiled servers run where measured ones did.
+	// Servers names none, so profiled servers run where measured ones did.
 	// Without it (--profile-only) the stage chooses the split as the
-	// benchmark would (run.ApplyCPUSplit).
+	// benchmark would (servers.ApplyCPUSplit).
 	ResultsPath string
-	// Specs are the run specs to profile; nil builds them from Bench and
-	// ThirdParty as the benchmark does.
+	// Specs are the run specs to profile; nil builds them from Servers as
+	// the benchmark does.
 	Specs []backend.Spec
 	Log   io.Writer
 }
@@ -38,19 +49,19 @@ func Online(ctx context.Context, p Options, in OnlineInput) (*Report, error) {
 	if err != nil || len(tools) == 0 {
 		return nil, err
 	}
-	o := &in.Bench
+	o := &in.Servers
 	log := logOrDiscard(in.Log)
 	if in.ResultsPath != "" && o.ServerCPUs == "" && o.ClientCPUs == "" {
 		o.ServerCPUs, o.ClientCPUs = cpusOfRun(in.ResultsPath)
 	}
-	work, err := newOnlineWorkload(o, &p)
+	work, err := newOnlineWorkload(&in.Workload, in.StartOffsetS, &p)
 	if err != nil {
 		return nil, err
 	}
 	// The benchmark's CPU split: the one it recorded, or with
 	// --profile-only the one it would choose (the default split unless
 	// lists or "none" are given).
-	prefix, note, err := run.ApplyCPUSplit(o)
+	prefix, note, err := servers.ApplyCPUSplit(o)
 	if note != "" {
 		fmt.Fprintln(log, "[profile] "+note)
 	}
@@ -59,16 +70,16 @@ func Online(ctx context.Context, p Options, in OnlineInput) (*Report, error) {
 	}
 	specs, skipped := in.Specs, []string(nil)
 	if specs == nil {
-		if specs, skipped, err = onlineSpecs(ctx, o); err != nil {
+		if specs, skipped, err = onlineSpecs(ctx, o, in.Workload.Context()); err != nil {
 			return nil, err
 		}
 	}
-	runDir, err := runDirFor(in.RunDir, o.RunDir, o.OutputDir, "online")
+	runDir, err := rundir.Make(in.RunDir, in.OutputDir, "online")
 	if err != nil {
 		return nil, err
 	}
-	meta := onlineMeta(&p, o, tools, labelsOf(specs))
-	meta["versions"] = run.Versions(ctx)
+	meta := onlineMeta(&p, &in, tools, labelsOf(specs))
+	meta["versions"] = rundir.Versions(ctx)
 	if len(skipped) > 0 {
 		meta["skipped"] = skipped
 		for _, s := range skipped {
@@ -76,7 +87,7 @@ func Online(ctx context.Context, p Options, in OnlineInput) (*Report, error) {
 		}
 	}
 	st := newStage(&p, runDir, in.Log, meta)
-	st.work, st.model, st.requestTimeout = work, o.Model, o.RequestTimeout
+	st.work, st.model, st.requestTimeout = work, o.Model, in.RequestTimeout
 	st.launch = backend.LaunchOptions{Host: o.Host, PortBase: o.PortBase, UsedPorts: map[int]bool{}, RunDir: runDir,
 		ReadyTimeout: o.TimeoutReady, Prefix: prefix}
 	return st.rep, st.run(ctx, tools, specs)
@@ -89,23 +100,14 @@ func logOrDiscard(w io.Writer) io.Writer {
 	return w
 }
 
-// runDirFor returns the directory the stage writes into: the benchmark's,
-// or a new <kind>_<YYYYmmdd_HHMMSS> one as the benchmark makes it.
-func runDirFor(benchRunDir, exact, parent, kind string) (string, error) {
-	if benchRunDir != "" {
-		exact = benchRunDir
-	}
-	return run.MakeRunDir(exact, parent, kind)
-}
-
-// onlineSpecs are the benchmark's run specs (run.BuildSpecs). The backends
+// onlineSpecs are the benchmark's run specs (servers.Specs). The backends
 // it skips, and a --base-url server (it cannot be restarted fresh), come
 // back as skip notes.
-func onlineSpecs(ctx context.Context, o *run.OnlineOptions) ([]backend.Spec, []string, error) {
+func onlineSpecs(ctx context.Context, o *servers.Options, c traces.Context) ([]backend.Spec, []string, error) {
 	if o.BaseURL != "" {
 		return nil, []string{o.BaseURL + ": a server given by --base-url cannot be restarted fresh for profiling"}, nil
 	}
-	specs, skippedBackends, err := run.BuildSpecs(ctx, o)
+	specs, skippedBackends, err := servers.Specs(ctx, o, c)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -120,12 +122,12 @@ func onlineSpecs(ctx context.Context, o *run.OnlineOptions) ([]backend.Spec, []s
 	return specs, skipped, nil
 }
 
-// onlineMeta is the manifest's meta: the original's keys (E.4), in its
+// onlineMeta is the manifest's meta: the original's keys, in its
 // order, then ours.
-func onlineMeta(p *Options, o *run.OnlineOptions, tools, labels []string) map[string]any {
+func onlineMeta(p *Options, in *OnlineInput, tools, labels []string) map[string]any {
 	outLen := p.OutputLen
 	if outLen == 0 {
-		outLen = o.MaxOutputLen
+		outLen = in.Workload.MaxOutputLen
 	}
 	m := map[string]any{
 		"profile":                             p.Profile,
@@ -133,7 +135,7 @@ func onlineMeta(p *Options, o *run.OnlineOptions, tools, labels []string) map[st
 		"profile_n":                           p.N,
 		"profile_scale":                       p.Scale,
 		"profile_output_len":                  outLen,
-		"profile_start_offset_s":              o.StartOffsetS,
+		"profile_start_offset_s":              in.StartOffsetS,
 		"profile_nsys_trace":                  p.NsysTrace,
 		"profile_nsys_cuda_graph_trace":       p.NsysCUDAGraphTrace,
 		"profile_nsys_cpuctxsw":               nilIfEmpty(p.NsysCPUCtxSw),
@@ -149,17 +151,17 @@ func onlineMeta(p *Options, o *run.OnlineOptions, tools, labels []string) map[st
 		"profile_sglang_layerwise_nvtx":       p.SGLangLayerwiseNVTX,
 		"tools":                               tools,
 		"backends":                            labels,
-		"server_cpus":                         nilIfEmpty(o.ServerCPUs),
-		"client_cpus":                         nilIfEmpty(o.ClientCPUs),
-		"warmup_requests":                     o.WarmupRequests,
-		"trtllm_worker_single_process":        o.ThirdParty.TRTLLMWorkerSingleProcess,
+		"server_cpus":                         nilIfEmpty(in.Servers.ServerCPUs),
+		"client_cpus":                         nilIfEmpty(in.Servers.ClientCPUs),
+		"warmup_requests":                     in.Workload.WarmupRequests,
+		"trtllm_worker_single_process":        in.Servers.ThirdParty.TRTLLMWorkerSingleProcess,
 		"trtllm_profile_start_stop":           p.TRTLLMProfileStartStop,
 		"trtllm_profile_record_gc":            p.TRTLLMProfileRecordGC,
-		"vllm_async_scheduling":               o.ThirdParty.VLLMAsyncScheduling,
+		"vllm_async_scheduling":               in.Servers.ThirdParty.VLLMAsyncScheduling,
 		// Ours.
 		"profile_nsys_bin": p.NsysBin,
-		"trace_path":       o.TracePath,
-		"device":           o.Device,
+		"trace_path":       in.Workload.TracePath,
+		"device":           in.Servers.Device,
 	}
 	return m
 }

@@ -1,4 +1,4 @@
-// Package profile is the harness's profile stage (rosellm-inventory F): after
+// Package profile is the harness's profile stage: after
 // the benchmark stage, or alone with --profile-only, every (tool, backend)
 // pair gets a fresh server that runs a short workload under a profiler, and
 // profile_manifest.json records where each artifact is. The benchmark's
@@ -9,7 +9,7 @@
 // trace.json), nsys (the server runs under `nsys profile`), pprof (roseinfer
 // only: Go CPU, goroutine, block and mutex profiles plus trace.json).
 // Per-backend behaviour (environment, extra server flags, HTTP calls) is in
-// hooks.go, as the original's F.1/F.2.
+// hooks.go, as the original harness's online and offline profile stages.
 package profile
 
 import (
@@ -28,7 +28,7 @@ const (
 	ToolPprof = "pprof"
 )
 
-// Options are the profile flags of bench online (A.1 "Profile") plus ours
+// Options are the original's profile flags of bench online plus ours
 // (pprof, --profile-nsys-bin). DefaultOptions gives the original's defaults.
 type Options struct {
 	Profile   string  // none, torch, nsys, pprof, both (torch then nsys), all (torch, nsys, pprof)
@@ -57,7 +57,7 @@ type Options struct {
 	TRTLLMProfileStartStop string // TLLM_PROFILE_START_STOP
 	TRTLLMProfileRecordGC  bool   // TLLM_PROFILE_RECORD_GC=1
 
-	// Offline (A.2): the fixed-length workload of bench offline's stage.
+	// Offline: the fixed-length workload of bench offline's stage.
 	NumPrompts    int // --profile-num-prompts
 	InputLen      int // --profile-input-len
 	OfflineOutLen int // --profile-output-len of bench offline
@@ -191,7 +191,7 @@ func RegisterFlags(fs *pflag.FlagSet, o *Options) {
 		"TensorRT-LLM TLLM_PROFILE_RECORD_GC=1 while profiling")
 }
 
-// RegisterOfflineFlags adds bench offline's profile flags (A.2): the tool,
+// RegisterOfflineFlags adds bench offline's profile flags: the tool,
 // --profile-only, the fixed-length workload and the nsys options.
 func RegisterOfflineFlags(fs *pflag.FlagSet, o *Options) {
 	r := registrar{fs}

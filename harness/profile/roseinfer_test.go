@@ -15,7 +15,9 @@ import (
 
 	"github.com/roseinfer/roseinfer/harness/backend/backendtest"
 	"github.com/roseinfer/roseinfer/harness/offline"
-	"github.com/roseinfer/roseinfer/harness/run"
+	"github.com/roseinfer/roseinfer/harness/report"
+	"github.com/roseinfer/roseinfer/harness/servers"
+	"github.com/roseinfer/roseinfer/harness/workload"
 	"github.com/roseinfer/roseinfer/results"
 )
 
@@ -43,27 +45,26 @@ func TestOnlineRoseinferAllTools(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs roseinfer")
 	}
-	bench := run.DefaultOnline()
-	bench.RoseinferBin = backendtest.Roseinfer(t)
-	bench.Device = "sim"
-	bench.ServerArgs = []string{"--sim-step-us", "2000"}
-	bench.TracePath = burstTrace(t, 40, 50, 64, 16)
-	bench.N = 40
-	bench.MaxOutputLen = 16
-	bench.StartOffsetS = 0.1
-	bench.IgnoreEOS = true
-	bench.WarmupRequests = 2
-	bench.WarmupOutputLen = 4
-	bench.ServerCPUs, bench.ClientCPUs = "", ""
-	bench.PortBase = 30000 + int(time.Now().UnixNano()%20000)
-	bench.OutputDir = t.TempDir()
+	in := OnlineInput{
+		Servers: servers.Options{Backends: []string{"roseinfer"}, RoseinferBin: backendtest.Roseinfer(t), Device: "sim",
+			ServerArgs: []string{"--sim-step-us", "2000"}, Host: "127.0.0.1",
+			PortBase: 30000 + int(time.Now().UnixNano()%20000), TimeoutReady: 120 * time.Second},
+		Workload: workload.Options{TracePath: burstTrace(t, 40, 50, 64, 16), N: 40, MaxOutputLen: 16,
+			PromptOverheadTokens: 8, ModelMaxLen: 1024, VocabSize: 50257, PrefixMode: "base", Seed: 42,
+			Temperature: 0.7, TopP: 0.9, TopK: 50, IgnoreEOS: true,
+			WarmupRequests: 2, WarmupInputLen: 128, WarmupOutputLen: 4},
+		StartOffsetS:   0.1,
+		RequestTimeout: 600 * time.Second,
+		OutputDir:      t.TempDir(),
+	}
 
 	p := DefaultOptions()
 	p.Profile, p.Only, p.N, p.Scale = "all", true, 12, 1
 	p.NsysBin = filepath.Join(t.TempDir(), "nsys") // not there
 	p.TorchNumSteps = 0                            // every step
 	var log bytes.Buffer
-	rep, err := Online(context.Background(), p, OnlineInput{Bench: bench, Log: &log})
+	in.Log = &log
+	rep, err := Online(context.Background(), p, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +133,7 @@ func TestOnlineRoseinferAllTools(t *testing.T) {
 // engine's phases with plausible counts.
 func checkChromeTrace(t *testing.T, tool, path string) {
 	t.Helper()
-	s, err := results.SummarizeChromeTrace(path)
+	s, err := report.SummarizeChromeTrace(path)
 	if err != nil {
 		t.Fatalf("%s: %v", tool, err)
 	}

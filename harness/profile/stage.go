@@ -16,7 +16,8 @@ import (
 	"github.com/roseinfer/roseinfer/harness/backend"
 	"github.com/roseinfer/roseinfer/harness/client"
 	"github.com/roseinfer/roseinfer/harness/replay"
-	"github.com/roseinfer/roseinfer/harness/run"
+	"github.com/roseinfer/roseinfer/harness/report"
+	"github.com/roseinfer/roseinfer/harness/rundir"
 	"github.com/roseinfer/roseinfer/results"
 )
 
@@ -36,7 +37,7 @@ type stage struct {
 	opts           *Options
 	runDir         string
 	launch         backend.LaunchOptions // RunDir is runDir
-	work           workload
+	work           work
 	model          string // --model, the id sent unless the server names its own
 	requestTimeout time.Duration
 	log            io.Writer
@@ -57,8 +58,8 @@ func newStage(o *Options, runDir string, log io.Writer, meta map[string]any) *st
 	st := &stage{opts: o, runDir: runDir, log: log, nsysWrap: nsysArgv, start: time.Now(),
 		manifest: &results.ProfileManifest{Meta: meta, Runs: []results.ProfileRun{}},
 		rep: &Report{RunDir: runDir, ManifestPath: filepath.Join(runDir, results.ProfileManifestFile),
-			SummaryPath: filepath.Join(runDir, results.ProfileSummaryFile)}}
-	meta["profile_start_time"] = st.start.Format(run.TimeFormat)
+			SummaryPath: filepath.Join(runDir, report.ProfileSummaryFile)}}
+	meta["profile_start_time"] = st.start.Format(rundir.TimeFormat)
 	return st
 }
 
@@ -134,14 +135,14 @@ func (st *stage) run(ctx context.Context, tools []string, specs []backend.Spec) 
 // write rewrites the manifest and its Markdown summary (atomically), so an
 // interrupted stage leaves a valid record of the captures that finished.
 func (st *stage) write() error {
-	st.manifest.Meta["profile_end_time"] = time.Now().Format(run.TimeFormat)
+	st.manifest.Meta["profile_end_time"] = time.Now().Format(rundir.TimeFormat)
 	st.manifest.Meta["profile_wall_s"] = time.Since(st.start).Seconds()
 	st.manifest.Meta["interrupted"] = st.rep.Interrupted
 	if err := results.WriteJSON(st.rep.ManifestPath, st.manifest); err != nil {
 		return err
 	}
 	return results.WriteAtomic(st.rep.SummaryPath, func(w io.Writer) error {
-		return results.WriteProfileSummary(w, st.manifest, st.runDir)
+		return report.WriteProfileSummary(w, st.manifest, st.runDir)
 	})
 }
 

@@ -145,7 +145,7 @@ func sleepUntil(ctx context.Context, timer *hrtimer.Timer, target time.Time, spi
 }
 
 // Warmup sends bodies one after another and drains each stream, as the
-// original's warmup (C.6). It stops at the first failed request.
+// original's warmup. It stops at the first failed request.
 func Warmup(ctx context.Context, c *client.Client, endpoint client.Endpoint, bodies [][]byte) (time.Duration, error) {
 	start := time.Now()
 	for i, body := range bodies {

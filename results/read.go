@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 )
 
-// File names a run directory holds (E.1).
+// File names a run directory holds.
 const (
 	OnlineResultsFile  = "online_results.json"
 	OfflineResultsFile = "offline_results.json"

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Backend labels follow the original's grammar (inventory A.6/E.5): a base
+// Backend labels follow the original's grammar: a base
 // backend name, for roseinfer optionally followed by "+token" suffixes that
 // name an ablation (roseinfer+flashinfer+nofuse). Tables and figures show a
 // display name built from the tokens; rows and series are ordered by the

@@ -1,4 +1,4 @@
-package results
+package report
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/roseinfer/roseinfer/results"
 )
 
 // ReportFile is the report's file name inside a run directory.
@@ -25,8 +27,8 @@ type ReportFigure struct {
 // ReportInput is everything report.html shows. Either kind may be nil.
 type ReportInput struct {
 	RunDir  string
-	Online  *Online
-	Offline *Offline
+	Online  *results.Online
+	Offline *results.Offline
 	Figures []ReportFigure // in display order; online_* go with the online section
 }
 
@@ -37,7 +39,7 @@ type ReportInput struct {
 // are the summary Markdown files rendered, so the two never disagree.
 func WriteReportHTML(w io.Writer, in ReportInput) error {
 	if in.Online == nil && in.Offline == nil {
-		return fmt.Errorf("report: %w", ErrNoResults)
+		return fmt.Errorf("report: %w", results.ErrNoResults)
 	}
 	var b bytes.Buffer
 	title := "Benchmark report"
@@ -102,11 +104,11 @@ func writeWarnings(b *bytes.Buffer, in ReportInput) {
 		for _, s := range on.Summaries {
 			if !s.Valid {
 				items = append(items, fmt.Sprintf("<strong>Invalid scale</strong>: %s at scale %s — %s. Its latencies include client lag; do not compare them.",
-					esc(BackendDisplayName(s.Backend)), esc(formatScale(s.Scale)), esc(cmp.Or(s.InvalidReason, "the replay did not keep its schedule"))))
+					esc(results.BackendDisplayName(s.Backend)), esc(formatScale(s.Scale)), esc(cmp.Or(s.InvalidReason, "the replay did not keep its schedule"))))
 			}
 			if s.NumError > 0 {
 				items = append(items, fmt.Sprintf("%s at scale %s: %d of %d requests failed.",
-					esc(BackendDisplayName(s.Backend)), esc(formatScale(s.Scale)), s.NumError, s.NumRequests))
+					esc(results.BackendDisplayName(s.Backend)), esc(formatScale(s.Scale)), s.NumError, s.NumRequests))
 			}
 		}
 		for _, label := range sortedBackendLabels(on) {
@@ -114,7 +116,7 @@ func writeWarnings(b *bytes.Buffer, in ReportInput) {
 			if bk == nil || (bk.Error == "" && !bk.Skipped) {
 				continue
 			}
-			msg := fmt.Sprintf("<strong>Backend %s failed</strong>: %s", esc(BackendDisplayName(label)), esc(cmp.Or(bk.Error, "skipped")))
+			msg := fmt.Sprintf("<strong>Backend %s failed</strong>: %s", esc(results.BackendDisplayName(label)), esc(cmp.Or(bk.Error, "skipped")))
 			if bk.FixHint != "" {
 				msg += " — " + esc(bk.FixHint)
 			}
@@ -124,7 +126,7 @@ func writeWarnings(b *bytes.Buffer, in ReportInput) {
 	if off := in.Offline; off != nil {
 		for _, r := range off.Results {
 			if errText, _ := r.Extra["error"].(string); errText != "" {
-				items = append(items, fmt.Sprintf("<strong>Offline %s failed</strong>: %s", esc(BackendDisplayName(r.Backend)), esc(firstErrorLine(errText))))
+				items = append(items, fmt.Sprintf("<strong>Offline %s failed</strong>: %s", esc(results.BackendDisplayName(r.Backend)), esc(firstErrorLine(errText))))
 			}
 		}
 	}
@@ -165,12 +167,12 @@ func inlineSVG(svg []byte, label string) string {
 // writeFidelity shows how faithfully the client replayed the trace: send
 // lag, TTFT measured from the scheduled time, errors, and the server-side
 // split of TTFT when the backend reported it.
-func writeFidelity(b *bytes.Buffer, on *Online) {
+func writeFidelity(b *bytes.Buffer, on *results.Online) {
 	b.WriteString("<h3 id=\"fidelity\">Replay fidelity</h3>\n")
 	b.WriteString("<p>Send lag is how late each request left the client against its trace schedule; a scale whose send-lag p99 exceeds the threshold is invalid. TTFT from schedule includes that lag.</p>\n")
 	b.WriteString("<div class=\"scroll\"><table>\n<thead><tr><th class=\"r\">scale</th><th>backend</th><th class=\"r\">send lag p50/p99/max (ms)</th><th class=\"r\">TTFT from schedule p50/p99 (ms)</th><th class=\"r\">ok/total</th><th>errors by kind</th><th class=\"r\">server queue p99 (ms)</th><th class=\"r\">network p99 (ms)</th><th>valid</th></tr></thead>\n<tbody>\n")
 	rows := slices.Clone(on.Summaries)
-	slices.SortStableFunc(rows, func(a, c Summary) int {
+	slices.SortStableFunc(rows, func(a, c results.Summary) int {
 		return cmp.Or(cmp.Compare(a.Scale, c.Scale), cmp.Compare(a.Backend, c.Backend))
 	})
 	for _, s := range rows {
@@ -180,7 +182,7 @@ func writeFidelity(b *bytes.Buffer, on *Online) {
 			class, valid = ` class="invalid"`, "no: "+cmp.Or(s.InvalidReason, "send lag")
 		}
 		fmt.Fprintf(b, "<tr%s><td class=\"r\">%.2f</td><td>%s</td><td class=\"r\">%s</td><td class=\"r\">%s</td><td class=\"r\">%d/%d</td><td>%s</td><td class=\"r\">%s</td><td class=\"r\">%s</td><td>%s</td></tr>\n",
-			class, s.Scale, esc(BackendDisplayName(s.Backend)),
+			class, s.Scale, esc(results.BackendDisplayName(s.Backend)),
 			joinMs(s.SendLagMs.P50, s.SendLagMs.P99, s.SendLagMs.Max), joinMs(s.TTFTScheduledMs.P50, s.TTFTScheduledMs.P99),
 			s.NumSuccess, s.NumRequests, esc(errorKinds(s.ErrorsByKind)),
 			statP99(s.ServerQueueMs), statP99(s.NetworkMs), esc(valid))
@@ -189,7 +191,7 @@ func writeFidelity(b *bytes.Buffer, on *Online) {
 }
 
 // writeBackends lists each backend's command, URL and timing.
-func writeBackends(b *bytes.Buffer, on *Online) {
+func writeBackends(b *bytes.Buffer, on *results.Online) {
 	labels := sortedBackendLabels(on)
 	if len(labels) == 0 {
 		return
@@ -205,7 +207,7 @@ func writeBackends(b *bytes.Buffer, on *Online) {
 			status = cmp.Or(bk.Error, "skipped")
 		}
 		fmt.Fprintf(b, "<tr><td>%s</td><td><code>%s</code></td><td><code>%s</code></td><td class=\"r\">%.1f</td><td class=\"r\">%.1f</td><td class=\"r\">%.1f</td><td>%s</td></tr>\n",
-			esc(BackendDisplayName(label)), esc(bk.BaseURL), esc(strings.Join(bk.Cmd, " ")),
+			esc(results.BackendDisplayName(label)), esc(bk.BaseURL), esc(strings.Join(bk.Cmd, " ")),
 			bk.Timing.ServerReadyS, bk.Timing.WarmupS, bk.Timing.BackendWallS, esc(status))
 	}
 	b.WriteString("</tbody>\n</table></div>\n")
@@ -214,13 +216,13 @@ func writeBackends(b *bytes.Buffer, on *Online) {
 // writeMeta prints every meta key (sorted), with versions in their own table.
 func writeMeta(b *bytes.Buffer, title string, meta map[string]any) {
 	fmt.Fprintf(b, "<h3>%s</h3>\n", esc(title))
-	if versions, ok := meta[MetaVersions].(map[string]any); ok && len(versions) > 0 {
+	if versions, ok := meta[results.MetaVersions].(map[string]any); ok && len(versions) > 0 {
 		b.WriteString("<h4>Versions</h4>\n")
 		writeKeyValues(b, versions)
 	}
 	rest := map[string]any{}
 	for k, v := range meta {
-		if k != MetaVersions {
+		if k != results.MetaVersions {
 			rest[k] = v
 		}
 	}
@@ -253,7 +255,7 @@ func metaValue(v any) string {
 	return string(data)
 }
 
-func sortedBackendLabels(on *Online) []string {
+func sortedBackendLabels(on *results.Online) []string {
 	labels := make([]string, 0, len(on.ByBackend))
 	for l := range on.ByBackend {
 		labels = append(labels, l)
@@ -270,7 +272,7 @@ func joinMs(vals ...*float64) string {
 	return strings.Join(parts, "/")
 }
 
-func statP99(s *Stats) string {
+func statP99(s *results.Stats) string {
 	if s == nil {
 		return "—"
 	}

@@ -1,4 +1,10 @@
-package run
+// Package workload turns a request trace into the requests a benchmark
+// sends: it loads the trace, clamps the rows to the model's context and the
+// length limits, builds every row's prompt token ids (the same for every
+// backend and scale) and the warmup prompt, encodes request bodies for a
+// backend's request shape, and schedules the rows at a load scale. bench
+// online replays it; its profile stage replays the first rows (Head).
+package workload
 
 import (
 	"fmt"
@@ -9,9 +15,45 @@ import (
 	"github.com/roseinfer/roseinfer/traces"
 )
 
+// Options choose the trace, shape its prompts and set what every request
+// asks for (bench online's workload flags).
+type Options struct {
+	TracePath            string // --trace; "" = the embedded Azure 2023 conversation trace
+	TraceFormat          string // --trace-format; "" = detect
+	N                    int    // --n: the first N rows of the trace
+	MaxInputLen          int    // 0 = not set
+	MaxOutputLen         int
+	PromptOverheadTokens int
+	ModelMaxLen          int // the model's context (GPT-2 and the tiny preset: 1024)
+	VocabSize            int
+	PrefixMode           string // base | trace
+	Seed                 int64
+
+	// Every request's sampling and route.
+	Temperature float64
+	TopP        float64
+	TopK        int
+	IgnoreEOS   bool
+	Endpoint    string // completions (default) or chat
+
+	// The warmup requests sent to each server before its first replay.
+	WarmupRequests  int
+	WarmupInputLen  int
+	WarmupOutputLen int
+}
+
+// Context is the model context the rows are clamped to.
+func (o *Options) Context() traces.Context {
+	return traces.Context{
+		ModelMaxLen:    o.ModelMaxLen,
+		OverheadTokens: o.PromptOverheadTokens,
+		MaxInputLen:    o.MaxInputLen,
+		MaxOutputLen:   o.MaxOutputLen,
+	}
+}
+
 // Workload is the trace turned into requests: the same rows and prompt
-// token ids for every backend and scale. bench online's profile stage
-// replays the first rows of the same workload (Head).
+// token ids for every backend and scale.
 type Workload struct {
 	trace   *traces.Trace
 	context traces.Context
@@ -20,10 +62,10 @@ type Workload struct {
 	warmup  []int32 // the warmup prompt: a prefix of the same base sequence
 }
 
-// LoadWorkload reads --trace (the first --n rows), clamps the rows to the
+// Load reads --trace (the first --n rows), clamps the rows to the
 // context and the length limits, and builds every row's prompt and the
 // warmup prompt.
-func LoadWorkload(o *OnlineOptions) (*Workload, error) {
+func Load(o *Options) (*Workload, error) {
 	format, err := traces.ParseFormat(o.TraceFormat)
 	if err != nil {
 		return nil, err
@@ -35,12 +77,7 @@ func LoadWorkload(o *OnlineOptions) (*Workload, error) {
 	if len(tr.Rows) == 0 {
 		return nil, fmt.Errorf("trace %s has no rows", tr.Name)
 	}
-	ctx := traces.Context{
-		ModelMaxLen:    o.ModelMaxLen,
-		OverheadTokens: o.PromptOverheadTokens,
-		MaxInputLen:    o.MaxInputLen,
-		MaxOutputLen:   o.MaxOutputLen,
-	}
+	ctx := o.Context()
 	rows, err := ctx.ClampRows(tr.Rows)
 	if err != nil {
 		return nil, err
@@ -60,7 +97,7 @@ func LoadWorkload(o *OnlineOptions) (*Workload, error) {
 		return nil, fmt.Errorf("prompts for %s: %w", tr.Name, err)
 	}
 	// The warmup prompt is built the same way (same seed), so it is a
-	// prefix of the base sequence, as in the original (C.6).
+	// prefix of the base sequence, as in the original.
 	warmLen := ctx.WarmupInputLen(o.WarmupInputLen, o.WarmupOutputLen)
 	base, err := traces.BaseSequence(warmLen, o.Seed, o.VocabSize, nil)
 	if err != nil {
@@ -68,6 +105,15 @@ func LoadWorkload(o *OnlineOptions) (*Workload, error) {
 	}
 	return &Workload{trace: tr, context: ctx, rows: rows, prompts: prompts, warmup: base}, nil
 }
+
+// Trace is the trace the workload was read from.
+func (w *Workload) Trace() *traces.Trace { return w.trace }
+
+// NumRows is how many rows the workload replays.
+func (w *Workload) NumRows() int { return len(w.rows) }
+
+// Context is the model context the rows were clamped to.
+func (w *Workload) Context() traces.Context { return w.context }
 
 // Head is the workload cut to its first n rows (by time; all of them when
 // there are fewer), with the same warmup.
@@ -93,9 +139,9 @@ func promptText(ids []int32, q client.Quirks) (string, error) {
 	return tok.Decode(ids), nil
 }
 
-// countTokens is the client's last-resort token counter (a server that sends
+// CountTokens is the client's last-resort token counter (a server that sends
 // only text): the GPT-2 tokenizer, so counts are approximate and marked so.
-func countTokens(text string) int {
+func CountTokens(text string) int {
 	tok, err := tokenizer.Default()
 	if err != nil {
 		return 1
@@ -104,7 +150,7 @@ func countTokens(text string) int {
 }
 
 // Quirks is a backend's request shape with --endpoint applied.
-func (o *OnlineOptions) Quirks(q client.Quirks) client.Quirks {
+func (o *Options) Quirks(q client.Quirks) client.Quirks {
 	if o.Endpoint == "chat" {
 		q.Endpoint = client.ChatCompletions
 	}
@@ -113,7 +159,7 @@ func (o *OnlineOptions) Quirks(q client.Quirks) client.Quirks {
 
 // body encodes one request with the run's sampling settings; text
 // prompts are decoded from the ids where the request shape needs them.
-func (o *OnlineOptions) body(model string, prompt []int32, maxTokens int, q client.Quirks) ([]byte, error) {
+func (o *Options) body(model string, prompt []int32, maxTokens int, q client.Quirks) ([]byte, error) {
 	text, err := promptText(prompt, q)
 	if err != nil {
 		return nil, err
@@ -132,7 +178,7 @@ func (o *OnlineOptions) body(model string, prompt []int32, maxTokens int, q clie
 
 // Bodies encodes every row's request for one backend; q is the backend's
 // request shape (o.Quirks applied).
-func (w *Workload) Bodies(o *OnlineOptions, model string, q client.Quirks) ([][]byte, error) {
+func (w *Workload) Bodies(o *Options, model string, q client.Quirks) ([][]byte, error) {
 	out := make([][]byte, len(w.rows))
 	for i, r := range w.rows {
 		b, err := o.body(model, w.prompts[i], r.OutputLen, q)
@@ -145,7 +191,7 @@ func (w *Workload) Bodies(o *OnlineOptions, model string, q client.Quirks) ([][]
 }
 
 // WarmupBodies are the --warmup-requests identical warmup requests.
-func (w *Workload) WarmupBodies(o *OnlineOptions, model string, q client.Quirks) ([][]byte, error) {
+func (w *Workload) WarmupBodies(o *Options, model string, q client.Quirks) ([][]byte, error) {
 	if o.WarmupRequests == 0 {
 		return nil, nil
 	}

@@ -1,4 +1,4 @@
-package results
+package report
 
 import (
 	"fmt"
@@ -10,22 +10,24 @@ import (
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/renderer"
 	"github.com/olekukonko/tablewriter/tw"
+
+	"github.com/roseinfer/roseinfer/results"
 )
 
-// Summary Markdown file names (E.5).
+// Summary Markdown file names.
 const (
 	OnlineSummaryFile  = "online_summary.md"
 	OfflineSummaryFile = "offline_summary.md"
 )
 
-// WriteOnlineSummary writes online_summary.md in the original's layout
-// (E.5): a title, bullet lines from meta, and one row per (scale, backend)
+// WriteOnlineSummary writes online_summary.md in the original's layout:
+// a title, bullet lines from meta, and one row per (scale, backend)
 // with p50/p90/p99 of TTFT, TPOT, ITL and E2E in ms, rows sorted by scale
 // then canonical label, backends by display name. Columns after the
 // original's six are additions: successes, req/s, output tok/s, goodput
 // (with --slo), send-lag p99, and a note marking scales that are invalid
 // (the client fell behind its schedule) or had errors.
-func WriteOnlineSummary(w io.Writer, on *Online) error {
+func WriteOnlineSummary(w io.Writer, on *results.Online) error {
 	var b strings.Builder
 	b.WriteString("# Online Serving Benchmark Summary\n\n")
 	writeMetaBullets(&b, on.Meta, []string{"model", "dtype", "device", "n", "scales", "trace_path"})
@@ -34,12 +36,12 @@ func WriteOnlineSummary(w io.Writer, on *Online) error {
 		return err
 	}
 
-	rows := append([]Summary(nil), on.Summaries...)
+	rows := append([]results.Summary(nil), on.Summaries...)
 	labels := make([]string, 0, len(rows))
 	for _, s := range rows {
 		labels = append(labels, s.Backend)
 	}
-	canon := CanonicalLabels(labels)
+	canon := results.CanonicalLabels(labels)
 	sort.SliceStable(rows, func(i, j int) bool {
 		if rows[i].Scale != rows[j].Scale {
 			return rows[i].Scale < rows[j].Scale
@@ -65,7 +67,7 @@ func WriteOnlineSummary(w io.Writer, on *Online) error {
 	for _, s := range rows {
 		row := []string{
 			fmt.Sprintf("%.2f", s.Scale),
-			BackendDisplayName(s.Backend),
+			results.BackendDisplayName(s.Backend),
 			triple(s.TTFTMs), triple(s.TPOTMs), triple(s.ITLMs), triple(s.E2EMs),
 			fmt.Sprintf("%d/%d", s.NumSuccess, s.NumRequests),
 			fmt.Sprintf("%.2f", s.ReqPerS),
@@ -92,7 +94,7 @@ func WriteOnlineSummary(w io.Writer, on *Online) error {
 // writeBackendProblems lists, after the table, each backend that was skipped
 // or failed, with the reason and (when known) the command that fixes it, so
 // a backend missing from the table is never silent.
-func writeBackendProblems(w io.Writer, on *Online) error {
+func writeBackendProblems(w io.Writer, on *results.Online) error {
 	labels := make([]string, 0, len(on.ByBackend))
 	for label, b := range on.ByBackend {
 		if b != nil && (b.Error != "" || b.Skipped) {
@@ -111,7 +113,7 @@ func writeBackendProblems(w io.Writer, on *Online) error {
 		if bk.Skipped {
 			what = "skipped"
 		}
-		fmt.Fprintf(&b, "- %s: %s: %s", BackendDisplayName(label), what, firstLine(bk.Error))
+		fmt.Fprintf(&b, "- %s: %s: %s", results.BackendDisplayName(label), what, firstLine(bk.Error))
 		if bk.FixHint != "" {
 			fmt.Fprintf(&b, "; fix: `%s`", bk.FixHint)
 		}
@@ -122,7 +124,7 @@ func writeBackendProblems(w io.Writer, on *Online) error {
 }
 
 // onlineNote says what a reader must know before trusting a row.
-func onlineNote(s Summary) string {
+func onlineNote(s results.Summary) string {
 	var notes []string
 	if !s.Valid {
 		reason := s.InvalidReason
@@ -153,12 +155,12 @@ func onlineNote(s Summary) string {
 	return strings.Join(notes, "; ")
 }
 
-// WriteOfflineSummary writes offline_summary.md in the original's layout
-// (E.5): one row per backend with req/s, output tok/s, total tok/s (2
+// WriteOfflineSummary writes offline_summary.md in the original's layout:
+// one row per backend with req/s, output tok/s, total tok/s (2
 // decimals) and total latency (3 decimals), sorted by canonical label. Added
 // columns: prefill and decode seconds when known, and a note with the error
 // of a failed backend.
-func WriteOfflineSummary(w io.Writer, off *Offline) error {
+func WriteOfflineSummary(w io.Writer, off *results.Offline) error {
 	var b strings.Builder
 	b.WriteString("# Offline Throughput Benchmark Summary\n\n")
 	writeMetaBullets(&b, off.Meta, []string{"model", "dtype", "device", "num_prompts", "input_len", "output_len"})
@@ -166,12 +168,12 @@ func WriteOfflineSummary(w io.Writer, off *Offline) error {
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return err
 	}
-	rows := append([]OfflineResult(nil), off.Results...)
+	rows := append([]results.OfflineResult(nil), off.Results...)
 	labels := make([]string, 0, len(rows))
 	for _, r := range rows {
 		labels = append(labels, r.Backend)
 	}
-	canon := CanonicalLabels(labels)
+	canon := results.CanonicalLabels(labels)
 	sort.SliceStable(rows, func(i, j int) bool { return canon[rows[i].Backend] < canon[rows[j].Backend] })
 	header := []string{"backend", "req/s", "output tok/s", "total tok/s", "total latency (s)", "prefill (s)", "decode (s)", "note"}
 	align := []tw.Align{tw.AlignLeft, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignLeft}
@@ -182,7 +184,7 @@ func WriteOfflineSummary(w io.Writer, off *Offline) error {
 			note = "ERROR: " + firstLine(msg)
 		}
 		cells = append(cells, []string{
-			BackendDisplayName(r.Backend),
+			results.BackendDisplayName(r.Backend),
 			fmt.Sprintf("%.2f", r.RequestThroughputRPS),
 			fmt.Sprintf("%.2f", r.OutputThroughputTPS),
 			fmt.Sprintf("%.2f", r.TotalThroughputTPS),
@@ -216,7 +218,7 @@ func writeMetaBullets(b *strings.Builder, meta map[string]any, keys []string) {
 			fmt.Fprintf(b, "- %s: %s\n", k, metaString(v))
 		}
 	}
-	if versions, ok := meta[MetaVersions].(map[string]any); ok && len(versions) > 0 {
+	if versions, ok := meta[results.MetaVersions].(map[string]any); ok && len(versions) > 0 {
 		keys := make([]string, 0, len(versions))
 		for k, v := range versions {
 			if s := metaString(v); s != "" && s != "<nil>" {
@@ -267,7 +269,7 @@ func metaString(v any) string {
 }
 
 // triple is a "p50/p90/p99" cell with 2 decimals; "-" for a missing value.
-func triple(s Stats) string {
+func triple(s results.Stats) string {
 	return optional(s.P50) + "/" + optional(s.P90) + "/" + optional(s.P99)
 }
 
@@ -287,7 +289,7 @@ func firstLine(s string) string {
 
 // renderMarkdown renders a GitHub Markdown table with tablewriter. Header
 // auto-formatting is off (it would upper-case and rewrite the headers) and
-// '|' in cells is escaped (tablewriter does not), see go-deps.md §5.
+// '|' in cells is escaped (tablewriter's Markdown renderer does not).
 func renderMarkdown(w io.Writer, header []string, align []tw.Align, rows [][]string) error {
 	t := tablewriter.NewTable(w,
 		tablewriter.WithRenderer(renderer.NewMarkdown()),

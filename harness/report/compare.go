@@ -1,4 +1,4 @@
-package results
+package report
 
 import (
 	"cmp"
@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/roseinfer/roseinfer/results"
 )
 
 // A CompareRule is one --fail-on threshold, e.g. "ttft_ms.p99>+10%": the
@@ -105,15 +107,30 @@ type Comparison struct {
 	Warnings    []string     `json:"warnings,omitempty"`
 }
 
-// Run is what one side of a comparison loaded (either kind may be nil).
+// RunPair is what one side of a comparison loaded (either kind may be nil).
 type RunPair struct {
 	Path    string
-	Online  *Online
-	Offline *Offline
+	Online  *results.Online
+	Offline *results.Offline
 }
 
 // ErrNothingToCompare means the two runs share no backend × scale.
 var ErrNothingToCompare = errors.New("baseline and current share no backend and scale")
+
+// CompareRuns loads the baseline and current runs (each a run directory or
+// one results file) and compares them (Compare).
+func CompareRuns(baseline, current string, rules []CompareRule) (*Comparison, error) {
+	baseOn, baseOff, err := results.LoadRun(baseline)
+	if err != nil {
+		return nil, fmt.Errorf("baseline: %w", err)
+	}
+	curOn, curOff, err := results.LoadRun(current)
+	if err != nil {
+		return nil, fmt.Errorf("current: %w", err)
+	}
+	return Compare(RunPair{Path: baseline, Online: baseOn, Offline: baseOff},
+		RunPair{Path: current, Online: curOn, Offline: curOff}, rules)
+}
 
 // Compare evaluates current against baseline per backend × scale × metric.
 // A row breaks its rule when the relative change crosses the threshold; with
@@ -185,7 +202,7 @@ func rulesFor(canonical string, rules []CompareRule, resolve func(string) (metri
 	return out
 }
 
-func (c *Comparison) compareOnline(base, cur *Online, rules []CompareRule) int {
+func (c *Comparison) compareOnline(base, cur *results.Online, rules []CompareRule) int {
 	baseSums, curSums := indexSummaries(base), indexSummaries(cur)
 	keys := unionKeys(baseSums, curSums, byLabelThenScale)
 	metrics := metricsFor(defaultOnlineMetrics, rules, onlineMetric)
@@ -203,8 +220,8 @@ func (c *Comparison) compareOnline(base, cur *Online, rules []CompareRule) int {
 		scale := scaleOf(b, cu)
 		for _, m := range metrics {
 			ref, _ := onlineMetric(m)
-			bv, bci := sideFigures(b, ref.online, (*Summary).spreads, ref.spreadKey, m)
-			cv, cci := sideFigures(cu, ref.online, (*Summary).spreads, ref.spreadKey, m)
+			bv, bci := sideFigures(b, ref.online, summarySpreads, ref.spreadKey, m)
+			cv, cci := sideFigures(cu, ref.online, summarySpreads, ref.spreadKey, m)
 			c.addRows(CompareRow{Kind: "online", Backend: k.label, Scale: &scale, Metric: m,
 				Baseline: bv, Current: cv, BaselineCI: bci, CurrentCI: cci, Note: note}, b != nil, cu != nil, rulesFor(m, rules, onlineMetric))
 		}
@@ -212,7 +229,7 @@ func (c *Comparison) compareOnline(base, cur *Online, rules []CompareRule) int {
 	return matched
 }
 
-func (c *Comparison) compareOffline(base, cur *Offline, rules []CompareRule) int {
+func (c *Comparison) compareOffline(base, cur *results.Offline, rules []CompareRule) int {
 	baseRes, curRes := indexOffline(base), indexOffline(cur)
 	labels := unionKeys(baseRes, curRes, strings.Compare)
 	metrics := metricsFor(defaultOfflineMetrics, rules, offlineMetric)
@@ -230,8 +247,8 @@ func (c *Comparison) compareOffline(base, cur *Offline, rules []CompareRule) int
 		}
 		for _, m := range metrics {
 			ref, _ := offlineMetric(m)
-			bv, bci := sideFigures(b, ref.offline, (*OfflineResult).spreads, ref.spreadKey, m)
-			cv, cci := sideFigures(cu, ref.offline, (*OfflineResult).spreads, ref.spreadKey, m)
+			bv, bci := sideFigures(b, ref.offline, offlineSpreads, ref.spreadKey, m)
+			cv, cci := sideFigures(cu, ref.offline, offlineSpreads, ref.spreadKey, m)
 			c.addRows(CompareRow{Kind: "offline", Backend: label, Metric: m, Baseline: bv, Current: cv,
 				BaselineCI: bci, CurrentCI: cci, Note: note}, b != nil, cu != nil, rulesFor(m, rules, offlineMetric))
 		}
@@ -242,15 +259,15 @@ func (c *Comparison) compareOffline(base, cur *Offline, rules []CompareRule) int
 // sideFigures reads one metric from one side's entry (a summary or an offline
 // result): its finite value and its CI across rounds, or nils when that side
 // has no such entry.
-func sideFigures[T any](entry *T, value func(*T) *float64, spreads func(*T) map[string]Spread, spreadKey, metric string) (*float64, *[2]float64) {
+func sideFigures[T any](entry *T, value func(*T) *float64, spreads func(*T) map[string]results.Spread, spreadKey, metric string) (*float64, *[2]float64) {
 	if entry == nil {
 		return nil, nil
 	}
 	return finitePtr(value(entry)), spreadCI(spreads(entry), spreadKey, metric)
 }
 
-func (s *Summary) spreads() map[string]Spread       { return s.Spread }
-func (r *OfflineResult) spreads() map[string]Spread { return r.Spread }
+func summarySpreads(s *results.Summary) map[string]results.Spread       { return s.Spread }
+func offlineSpreads(r *results.OfflineResult) map[string]results.Spread { return r.Spread }
 
 // addRows evaluates row against each rule naming its metric (one row per
 // rule), or adds it once for information.
@@ -304,7 +321,7 @@ type scaleKey struct {
 
 func formatScale(s float64) string { return strconv.FormatFloat(s, 'g', 6, 64) }
 
-func scaleOf(a, b *Summary) float64 {
+func scaleOf(a, b *results.Summary) float64 {
 	if a != nil {
 		return a.Scale
 	}
@@ -314,8 +331,8 @@ func scaleOf(a, b *Summary) float64 {
 // indexSummaries keys a run's aggregate summaries by canonical label and
 // scale (round 0 wins over per-round entries; by_backend when the flat list
 // is empty).
-func indexSummaries(on *Online) map[scaleKey]*Summary {
-	var all []*Summary
+func indexSummaries(on *results.Online) map[scaleKey]*results.Summary {
+	var all []*results.Summary
 	for i := range on.Summaries {
 		all = append(all, &on.Summaries[i])
 	}
@@ -335,8 +352,8 @@ func indexSummaries(on *Online) map[scaleKey]*Summary {
 	for i, s := range all {
 		labels[i] = s.Backend
 	}
-	canon := CanonicalLabels(labels)
-	out := map[scaleKey]*Summary{}
+	canon := results.CanonicalLabels(labels)
+	out := map[scaleKey]*results.Summary{}
 	for _, s := range all {
 		k := scaleKey{canon[s.Backend], formatScale(s.Scale)}
 		if prev := out[k]; prev == nil || (prev.Round != 0 && s.Round == 0) {
@@ -370,13 +387,13 @@ func byLabelThenScale(x, y scaleKey) int {
 	return cmp.Or(cmp.Compare(x.label, y.label), cmp.Compare(xs, ys))
 }
 
-func indexOffline(off *Offline) map[string]*OfflineResult {
+func indexOffline(off *results.Offline) map[string]*results.OfflineResult {
 	labels := make([]string, len(off.Results))
 	for i := range off.Results {
 		labels[i] = off.Results[i].Backend
 	}
-	canon := CanonicalLabels(labels)
-	out := map[string]*OfflineResult{}
+	canon := results.CanonicalLabels(labels)
+	out := map[string]*results.OfflineResult{}
 	for i := range off.Results {
 		out[canon[off.Results[i].Backend]] = &off.Results[i]
 	}
@@ -398,12 +415,12 @@ func describeRun(r RunPair) string {
 		meta = r.Offline.Meta
 	}
 	var parts []string
-	for _, k := range []string{MetaModel, "gpu", MetaDevice, "run_start_time"} {
+	for _, k := range []string{results.MetaModel, "gpu", results.MetaDevice, "run_start_time"} {
 		if v, ok := meta[k]; ok && v != nil && fmt.Sprint(v) != "" {
 			parts = append(parts, fmt.Sprintf("%s=%v", k, v))
 		}
 	}
-	if versions, ok := meta[MetaVersions].(map[string]any); ok {
+	if versions, ok := meta[results.MetaVersions].(map[string]any); ok {
 		if rev, ok := versions["git_rev"]; ok && rev != nil {
 			parts = append(parts, fmt.Sprintf("git_rev=%v", rev))
 		}

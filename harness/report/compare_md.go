@@ -1,4 +1,4 @@
-package results
+package report
 
 import (
 	"encoding/json"
@@ -6,6 +6,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/roseinfer/roseinfer/results"
 )
 
 // WriteMarkdown writes the comparison for a person (or a CI summary page):
@@ -74,7 +76,7 @@ func writeCompareTable(b *strings.Builder, rows []CompareRow) {
 		if status == StatusRegression || (status == StatusMissing && r.Rule != "") {
 			status = "**" + status + "**"
 		}
-		cells := []string{r.Kind, BackendDisplayName(r.Backend), scale, r.Metric, formatCompareValue(r.Baseline),
+		cells := []string{r.Kind, results.BackendDisplayName(r.Backend), scale, r.Metric, formatCompareValue(r.Baseline),
 			formatCompareValue(r.Current), formatDelta(r.DeltaPct), ci, r.Rule, status, r.Note}
 		for i, cell := range cells {
 			cells[i] = strings.ReplaceAll(strings.ReplaceAll(cell, "|", `\|`), "\n", " ")

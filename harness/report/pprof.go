@@ -1,4 +1,4 @@
-package results
+package report
 
 import (
 	"fmt"
@@ -7,32 +7,9 @@ import (
 	"time"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/roseinfer/roseinfer/results"
 )
-
-// PprofSummary is the top of one pprof profile, as `go tool pprof -top`
-// shows it: per function, flat (samples whose leaf is the function) and
-// cumulative (samples with the function anywhere on the stack) values of
-// the profile's default sample type.
-type PprofSummary struct {
-	Kind       string      `json:"kind"` // pprof_cpu, pprof_goroutine, pprof_block, pprof_mutex
-	Path       string      `json:"path"`
-	SampleType string      `json:"sample_type"` // cpu, goroutine, delay, ...
-	Unit       string      `json:"unit"`        // nanoseconds, count
-	Total      int64       `json:"total"`
-	NumSamples int         `json:"num_samples"`
-	DurationS  float64     `json:"duration_s,omitempty"`
-	Top        []PprofFunc `json:"top"`
-	Error      string      `json:"error,omitempty"` // the file could not be read or parsed
-}
-
-// PprofFunc is one row of a top table. Percentages are of Total.
-type PprofFunc struct {
-	Function string  `json:"function"`
-	Flat     int64   `json:"flat"`
-	FlatPct  float64 `json:"flat_pct"`
-	Cum      int64   `json:"cum"`
-	CumPct   float64 `json:"cum_pct"`
-}
 
 // DefaultPprofTop is how many functions a summary keeps.
 const DefaultPprofTop = 15
@@ -40,8 +17,8 @@ const DefaultPprofTop = 15
 // SummarizePprof reads a pprof file (gzipped or not) with the pprof
 // profile package and returns its top n functions by flat value. A file
 // that cannot be read gives a summary whose Error says why.
-func SummarizePprof(kind, path string, n int) PprofSummary {
-	s := PprofSummary{Kind: kind, Path: path, Top: []PprofFunc{}}
+func SummarizePprof(kind, path string, n int) results.PprofSummary {
+	s := results.PprofSummary{Kind: kind, Path: path, Top: []results.PprofFunc{}}
 	f, err := os.Open(path)
 	if err != nil {
 		s.Error = err.Error()
@@ -60,7 +37,7 @@ func SummarizePprof(kind, path string, n int) PprofSummary {
 	return s
 }
 
-func summarizeProfile(s *PprofSummary, p *profile.Profile, n int) {
+func summarizeProfile(s *results.PprofSummary, p *profile.Profile, n int) {
 	if len(p.SampleType) == 0 {
 		return
 	}
@@ -118,7 +95,7 @@ func summarizeProfile(s *PprofSummary, p *profile.Profile, n int) {
 		n = DefaultPprofTop
 	}
 	for _, name := range names[:min(n, len(names))] {
-		s.Top = append(s.Top, PprofFunc{Function: name, Flat: flat[name], FlatPct: pct(flat[name], s.Total),
+		s.Top = append(s.Top, results.PprofFunc{Function: name, Flat: flat[name], FlatPct: pct(flat[name], s.Total),
 			Cum: cum[name], CumPct: pct(cum[name], s.Total)})
 	}
 }
@@ -148,9 +125,9 @@ func pct(v, total int64) float64 {
 	return 100 * float64(v) / float64(total)
 }
 
-// FormatValue renders v in the summary's unit for tables: durations as ms
+// formatPprofValue renders v in the summary's unit for tables: durations as ms
 // or s, counts as integers.
-func (s *PprofSummary) FormatValue(v int64) string {
+func formatPprofValue(s *results.PprofSummary, v int64) string {
 	switch s.Unit {
 	case "nanoseconds":
 		d := time.Duration(v)

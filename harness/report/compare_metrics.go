@@ -1,9 +1,11 @@
-package results
+package report
 
 import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/roseinfer/roseinfer/results"
 )
 
 // metricRef reads one figure from a summary or offline result: its value, and
@@ -11,13 +13,13 @@ import (
 type metricRef struct {
 	name      string // canonical name, also the spread key
 	spreadKey string
-	online    func(*Summary) *float64
-	offline   func(*OfflineResult) *float64
+	online    func(*results.Summary) *float64
+	offline   func(*results.OfflineResult) *float64
 }
 
 var statNames = []string{"ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "icl_ms", "ttft_from_scheduled_ms", "send_lag_ms"}
 
-func statsOf(s *Summary, name string) Stats {
+func statsOf(s *results.Summary, name string) results.Stats {
 	switch name {
 	case "ttft_ms":
 		return s.TTFTMs
@@ -34,10 +36,10 @@ func statsOf(s *Summary, name string) Stats {
 	case "send_lag_ms":
 		return s.SendLagMs
 	}
-	return Stats{}
+	return results.Stats{}
 }
 
-func pick(st Stats, field string) *float64 {
+func pick(st results.Stats, field string) *float64 {
 	switch field {
 	case "mean":
 		return st.Mean
@@ -60,20 +62,20 @@ func ptr(v float64) *float64 { return &v }
 // success_rate, goodput_req_per_s).
 func onlineMetric(name string) (metricRef, bool) {
 	if stat, field, ok := strings.Cut(name, "."); ok {
-		if !slices.Contains(statNames, stat) || pick(Stats{Mean: ptr(0), P50: ptr(0), P90: ptr(0), P99: ptr(0), Max: ptr(0)}, field) == nil {
+		if !slices.Contains(statNames, stat) || pick(results.Stats{Mean: ptr(0), P50: ptr(0), P90: ptr(0), P99: ptr(0), Max: ptr(0)}, field) == nil {
 			return metricRef{}, false
 		}
-		return metricRef{name: name, spreadKey: name, online: func(s *Summary) *float64 { return pick(statsOf(s, stat), field) }}, true
+		return metricRef{name: name, spreadKey: name, online: func(s *results.Summary) *float64 { return pick(statsOf(s, stat), field) }}, true
 	}
 	switch name {
 	case "tok_per_s", "output_tok_s":
-		return metricRef{name: "tok_per_s", spreadKey: "tok_per_s", online: func(s *Summary) *float64 { return ptr(s.TokPerS) }}, true
+		return metricRef{name: "tok_per_s", spreadKey: "tok_per_s", online: func(s *results.Summary) *float64 { return ptr(s.TokPerS) }}, true
 	case "req_per_s", "req_s":
-		return metricRef{name: "req_per_s", spreadKey: "req_per_s", online: func(s *Summary) *float64 { return ptr(s.ReqPerS) }}, true
+		return metricRef{name: "req_per_s", spreadKey: "req_per_s", online: func(s *results.Summary) *float64 { return ptr(s.ReqPerS) }}, true
 	case "success_rate":
-		return metricRef{name: "success_rate", spreadKey: "success_rate", online: func(s *Summary) *float64 { return ptr(s.SuccessRate) }}, true
+		return metricRef{name: "success_rate", spreadKey: "success_rate", online: func(s *results.Summary) *float64 { return ptr(s.SuccessRate) }}, true
 	case "goodput_req_per_s":
-		return metricRef{name: "goodput_req_per_s", spreadKey: "goodput_req_per_s", online: func(s *Summary) *float64 { return s.GoodputReqPerS }}, true
+		return metricRef{name: "goodput_req_per_s", spreadKey: "goodput_req_per_s", online: func(s *results.Summary) *float64 { return s.GoodputReqPerS }}, true
 	}
 	return metricRef{}, false
 }
@@ -83,13 +85,13 @@ func onlineMetric(name string) (metricRef, bool) {
 func offlineMetric(name string) (metricRef, bool) {
 	switch name {
 	case "output_throughput_tps", "output_tok_s", "tok_per_s":
-		return metricRef{name: "output_throughput_tps", spreadKey: "output_throughput_tps", offline: func(r *OfflineResult) *float64 { return ptr(r.OutputThroughputTPS) }}, true
+		return metricRef{name: "output_throughput_tps", spreadKey: "output_throughput_tps", offline: func(r *results.OfflineResult) *float64 { return ptr(r.OutputThroughputTPS) }}, true
 	case "request_throughput_rps", "req_s", "req_per_s":
-		return metricRef{name: "request_throughput_rps", spreadKey: "request_throughput_rps", offline: func(r *OfflineResult) *float64 { return ptr(r.RequestThroughputRPS) }}, true
+		return metricRef{name: "request_throughput_rps", spreadKey: "request_throughput_rps", offline: func(r *results.OfflineResult) *float64 { return ptr(r.RequestThroughputRPS) }}, true
 	case "total_throughput_tps", "total_tok_s":
-		return metricRef{name: "total_throughput_tps", spreadKey: "total_throughput_tps", offline: func(r *OfflineResult) *float64 { return ptr(r.TotalThroughputTPS) }}, true
+		return metricRef{name: "total_throughput_tps", spreadKey: "total_throughput_tps", offline: func(r *results.OfflineResult) *float64 { return ptr(r.TotalThroughputTPS) }}, true
 	case "total_s":
-		return metricRef{name: "total_s", spreadKey: "total_s", offline: func(r *OfflineResult) *float64 { return ptr(r.TotalS) }}, true
+		return metricRef{name: "total_s", spreadKey: "total_s", offline: func(r *results.OfflineResult) *float64 { return ptr(r.TotalS) }}, true
 	}
 	return metricRef{}, false
 }
@@ -112,7 +114,7 @@ var (
 
 // spreadCI is the across-rounds 95% CI of a metric, when there were at least
 // two rounds (looked up by its canonical key, then by the name as written).
-func spreadCI(spread map[string]Spread, keys ...string) *[2]float64 {
+func spreadCI(spread map[string]results.Spread, keys ...string) *[2]float64 {
 	for _, k := range keys {
 		sp, ok := spread[k]
 		if !ok || sp.Rounds < 2 {

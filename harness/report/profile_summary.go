@@ -1,4 +1,4 @@
-package results
+package report
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/olekukonko/tablewriter/tw"
+
+	"github.com/roseinfer/roseinfer/results"
 )
 
 // ProfileSummaryFile is the Markdown view of a profile manifest.
@@ -16,7 +18,7 @@ const ProfileSummaryFile = "profile_summary.md"
 // (status, wall time, files), then per run the phase totals of its trace and
 // the top functions of each pprof profile. Paths are shown relative to
 // baseDir when they are inside it.
-func WriteProfileSummary(w io.Writer, m *ProfileManifest, baseDir string) error {
+func WriteProfileSummary(w io.Writer, m *results.ProfileManifest, baseDir string) error {
 	fmt.Fprintln(w, "# Profile Summary")
 	fmt.Fprintln(w)
 	for _, k := range []string{"profile", "tools", "backends", "profile_start_time", "profile_wall_s"} {
@@ -62,7 +64,7 @@ func WriteProfileSummary(w io.Writer, m *ProfileManifest, baseDir string) error 
 	return nil
 }
 
-func writeTraceTable(w io.Writer, t *TraceSummary, baseDir string) error {
+func writeTraceTable(w io.Writer, t *results.TraceSummary, baseDir string) error {
 	fmt.Fprintf(w, "\nPhases in `%s` (%d events over %.2f s):\n\n", relPath(baseDir, t.Path), t.NumEvents, t.SpanS)
 	rows := make([][]string, 0, len(t.Phases))
 	for _, p := range t.Phases {
@@ -73,16 +75,16 @@ func writeTraceTable(w io.Writer, t *TraceSummary, baseDir string) error {
 		[]tw.Align{tw.AlignLeft, tw.AlignLeft, tw.AlignRight, tw.AlignRight, tw.AlignRight, tw.AlignRight}, rows)
 }
 
-func writePprofTable(w io.Writer, p *PprofSummary, baseDir string) error {
+func writePprofTable(w io.Writer, p *results.PprofSummary, baseDir string) error {
 	if p.Error != "" {
 		fmt.Fprintf(w, "\n`%s`: %s\n", relPath(baseDir, p.Path), p.Error)
 		return nil
 	}
 	fmt.Fprintf(w, "\nTop functions of `%s` (%s, total %s, %d samples):\n\n", relPath(baseDir, p.Path), p.SampleType,
-		p.FormatValue(p.Total), p.NumSamples)
+		formatPprofValue(p, p.Total), p.NumSamples)
 	rows := make([][]string, 0, len(p.Top))
 	for _, f := range p.Top {
-		rows = append(rows, []string{p.FormatValue(f.Flat), fmt.Sprintf("%.1f%%", f.FlatPct), p.FormatValue(f.Cum),
+		rows = append(rows, []string{formatPprofValue(p, f.Flat), fmt.Sprintf("%.1f%%", f.FlatPct), formatPprofValue(p, f.Cum),
 			fmt.Sprintf("%.1f%%", f.CumPct), "`" + f.Function + "`"})
 	}
 	return renderMarkdown(w, []string{"flat", "flat%", "cum", "cum%", "function"},

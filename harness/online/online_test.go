@@ -1,4 +1,4 @@
-package run
+package online
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/roseinfer/roseinfer/harness/cpuset"
+	"github.com/roseinfer/roseinfer/harness/servers"
 	"github.com/roseinfer/roseinfer/results"
 )
 
@@ -65,24 +65,24 @@ func fakeOpenAI(t *testing.T, chunkTokens int, step time.Duration) (*httptest.Se
 
 func smallOptions(t *testing.T, baseURL string) OnlineOptions {
 	o := DefaultOnline()
-	o.BaseURL = baseURL
-	o.N = 12
-	o.Scales = []float64{0.02, 0.05}
-	o.StartOffsetS = 0.05
-	o.MaxOutputLen = 6
-	o.WarmupRequests = 2
-	o.WarmupOutputLen = 2
-	o.RunDir = t.TempDir()
+	o.Servers.BaseURL = baseURL
+	o.Workload.N = 12
+	o.Load.Scales = []float64{0.02, 0.05}
+	o.Load.StartOffsetS = 0.05
+	o.Workload.MaxOutputLen = 6
+	o.Workload.WarmupRequests = 2
+	o.Workload.WarmupOutputLen = 2
+	o.Output.RunDir = t.TempDir()
 	// The default CPU split would pin this test process for later tests.
-	o.ServerCPUs, o.ClientCPUs = NoPinning, NoPinning
+	o.Servers.ServerCPUs, o.Servers.ClientCPUs = servers.NoPinning, servers.NoPinning
 	return o
 }
 
 func TestOnlineAgainstRunningServer(t *testing.T) {
 	srv, served := fakeOpenAI(t, 3, time.Millisecond)
 	o := smallOptions(t, srv.URL)
-	o.Repeat = 2
-	o.SLO = "ttft=1000ms"
+	o.Load.Repeat = 2
+	o.Load.SLO = "ttft=1000ms"
 	rep, err := Online(context.Background(), context.Background(), o)
 	on := loadCleanRun(t, rep, err)
 	// 2 warmups + 12 requests × 2 scales × 2 rounds.
@@ -127,7 +127,7 @@ func TestOnlineAgainstRunningServer(t *testing.T) {
 
 func TestOnlineRecordsUnreachableServerAndUnknownBackend(t *testing.T) {
 	o := smallOptions(t, "http://127.0.0.1:1")
-	o.TimeoutReady = 300 * time.Millisecond
+	o.Servers.TimeoutReady = 300 * time.Millisecond
 	rep, err := Online(context.Background(), context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +144,7 @@ func TestOnlineRecordsUnreachableServerAndUnknownBackend(t *testing.T) {
 	}
 
 	o = smallOptions(t, "")
-	o.Backends = []string{"vllm"}
+	o.Servers.Backends = []string{"vllm"}
 	rep, err = Online(context.Background(), context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +158,7 @@ func TestOnlineRecordsUnreachableServerAndUnknownBackend(t *testing.T) {
 func TestOnlineInterruptWritesPartialResults(t *testing.T) {
 	srv, _ := fakeOpenAI(t, 1, 2*time.Millisecond)
 	o := smallOptions(t, srv.URL)
-	o.Scales = []float64{0.3, 0.3, 0.3}
+	o.Load.Scales = []float64{0.3, 0.3, 0.3}
 	stop, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(800*time.Millisecond, cancel)
 	rep, err := Online(stop, context.Background(), o)
@@ -178,62 +178,6 @@ func TestOnlineInterruptWritesPartialResults(t *testing.T) {
 	last := on.Summaries[len(on.Summaries)-1]
 	if last.Valid || !strings.Contains(last.InvalidReason, "interrupted") {
 		t.Errorf("the interrupted scale must be invalid: %+v", last.InvalidReason)
-	}
-}
-
-func TestResolveCPUs(t *testing.T) {
-	o := DefaultOnline()
-	o.ServerCPUs, o.ClientCPUs = "none", ""
-	if _, err := resolveCPUs(&o); err != nil || o.ServerCPUs != "" || o.ClientCPUs != "" {
-		t.Errorf("none: %q %q %v", o.ServerCPUs, o.ClientCPUs, err)
-	}
-	o = DefaultOnline()
-	o.ServerCPUs = "0"
-	if _, err := resolveCPUs(&o); err != nil || o.ServerCPUs != "0" || o.ClientCPUs != "" {
-		t.Errorf("explicit lists must be kept: %q %q %v", o.ServerCPUs, o.ClientCPUs, err)
-	}
-	o = DefaultOnline()
-	if _, err := resolveCPUs(&o); err != nil {
-		t.Fatal(err)
-	}
-	if o.ServerCPUs != "" {
-		srv, _ := cpuset.Parse(o.ServerCPUs)
-		cli, _ := cpuset.Parse(o.ClientCPUs)
-		if len(srv) == 0 || len(cli) == 0 || srv[len(srv)-1] >= cli[0] {
-			t.Errorf("split %q / %q: want disjoint halves, server first", o.ServerCPUs, o.ClientCPUs)
-		}
-	}
-}
-
-func TestBuildSpecsVariants(t *testing.T) {
-	o := DefaultOnline()
-	o.RoseinferBin = "/bin/roseinfer"
-	o.ServerArgs = []string{"--max-num-seqs", "64"}
-	o.Variants = []string{"nocache=--no-prefix-cache", "b16=--max-num-seqs 16"}
-	specs, skipped, err := BuildSpecs(context.Background(), &o)
-	if err != nil || len(skipped) != 0 {
-		t.Fatal(err, skipped)
-	}
-	want := map[string]string{
-		"roseinfer":         "/bin/roseinfer serve --host h --port 1 --device cpu --max-num-seqs 64",
-		"roseinfer+nocache": "/bin/roseinfer serve --host h --port 1 --device cpu --max-num-seqs 64 --no-prefix-cache",
-		"roseinfer+b16":     "/bin/roseinfer serve --host h --port 1 --device cpu --max-num-seqs 64 --max-num-seqs 16",
-	}
-	if len(specs) != 3 {
-		t.Fatalf("%d specs", len(specs))
-	}
-	for _, s := range specs {
-		if got := strings.Join(s.Command("h", 1), " "); got != want[s.Label] {
-			t.Errorf("%s: %q, want %q", s.Label, got, want[s.Label])
-		}
-	}
-	o.Variants = []string{"x=--a", "x=--b"}
-	if _, _, err := BuildSpecs(context.Background(), &o); err == nil {
-		t.Error("a variant label given twice was accepted")
-	}
-	o.Variants, o.Backends = []string{"x=--a"}, []string{"vllm"}
-	if _, _, err := BuildSpecs(context.Background(), &o); err == nil {
-		t.Error("--variant without roseinfer was accepted")
 	}
 }
 

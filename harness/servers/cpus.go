@@ -1,4 +1,4 @@
-package run
+package servers
 
 import (
 	"fmt"
@@ -22,7 +22,7 @@ const NoPinning = "none"
 // when they are not pinned). It returns a note for the log, or "". The
 // benchmark and bench online's profile stage both go through it, so
 // profiled servers run where measured ones do.
-func ApplyCPUSplit(o *OnlineOptions) (prefix []string, note string, err error) {
+func ApplyCPUSplit(o *Options) (prefix []string, note string, err error) {
 	if note, err = resolveCPUs(o); err != nil {
 		return nil, "", err
 	}
@@ -33,13 +33,13 @@ func ApplyCPUSplit(o *OnlineOptions) (prefix []string, note string, err error) {
 	return prefix, note, err
 }
 
-// resolveCPUs applies the original's default split (B.3) when neither list
+// resolveCPUs applies the original's default split when neither list
 // is given and the harness launches the servers: of the CPUs this process
 // may use, the server gets the first half (at least one) and the client the
 // rest; with a single CPU both share it. On a 2-core machine that is one
 // core each, so the server's compute never delays the client's timestamps.
 // "none" turns pinning off. It returns a note for the log, or "".
-func resolveCPUs(o *OnlineOptions) (string, error) {
+func resolveCPUs(o *Options) (string, error) {
 	if o.ServerCPUs == NoPinning || o.ClientCPUs == NoPinning {
 		o.ServerCPUs, o.ClientCPUs = "", ""
 		return "", nil
@@ -123,8 +123,8 @@ func pinClient(cpus string) error {
 	return nil
 }
 
-// cpuListMeta is a CPU list for meta (the original wrote lists of ints).
-func cpuListMeta(s string) any {
+// CPUListMeta is a CPU list for meta (the original wrote lists of ints).
+func CPUListMeta(s string) any {
 	if s == "" {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package run
+package servers
 
 import (
 	"context"
@@ -15,13 +15,11 @@ import (
 // --backend-cmd) comes back as a skipped record naming the fix, so the run
 // goes on with the others; a name nobody knows is skipped too. err is for
 // bad flags only.
-func thirdPartySpec(ctx context.Context, name string, o *OnlineOptions) (backend.Spec, *results.Backend, error) {
+func thirdPartySpec(ctx context.Context, name string, o *Options, c traces.Context) (backend.Spec, *results.Backend, error) {
 	if !backend.IsThirdParty(name) {
 		return backend.Spec{}, &results.Backend{Backend: name, Skipped: true,
 			Error: fmt.Sprintf("backend %q is not supported by this build (roseinfer, vllm, sglang, trtllm, llama, custom, or --base-url for a running server)", name)}, nil
 	}
-	c := traces.Context{ModelMaxLen: o.ModelMaxLen, OverheadTokens: o.PromptOverheadTokens,
-		MaxInputLen: o.MaxInputLen, MaxOutputLen: o.MaxOutputLen}
 	spec, err := backend.ThirdParty(ctx, name, &o.ThirdParty, backend.ThirdPartyRun{
 		Model: o.Model, ContextLen: c.ServerMaxLen(), GPU: o.GPU, ServerCPUs: o.ServerCPUs, Root: o.EnvsRoot})
 	var u *backend.Unavailable

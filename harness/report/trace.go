@@ -1,4 +1,4 @@
-package results
+package report
 
 import (
 	"bufio"
@@ -11,28 +11,9 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/roseinfer/roseinfer/results"
 )
-
-// TraceSummary totals a Chrome trace's complete events by (track, name):
-// for roseinfer's trace.json, the time per engine phase (schedule,
-// forward/prefill, forward/decode, emit, step) and per device span.
-type TraceSummary struct {
-	Path      string         `json:"path"`
-	NumEvents int            `json:"num_events"` // complete ("X") events
-	SpanS     float64        `json:"span_s"`     // first event start to last event end
-	Phases    []TracePhase   `json:"phases"`
-	OtherData map[string]any `json:"other_data,omitempty"`
-}
-
-// TracePhase is one (track, name) row. Times in milliseconds.
-type TracePhase struct {
-	Track   string  `json:"track"`
-	Name    string  `json:"name"`
-	Count   int     `json:"count"`
-	TotalMs float64 `json:"total_ms"`
-	MeanMs  float64 `json:"mean_ms"`
-	MaxMs   float64 `json:"max_ms"`
-}
 
 // traceEvent is the part of a trace event the summary needs.
 type traceEvent struct {
@@ -51,7 +32,7 @@ type traceEvent struct {
 // array form, gzipped if the name ends in .gz) and totals its complete
 // events. It fails if the file is not a trace: that is the check that the
 // file opens in Perfetto.
-func SummarizeChromeTrace(path string) (*TraceSummary, error) {
+func SummarizeChromeTrace(path string) (*results.TraceSummary, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -78,14 +59,14 @@ type phaseKey struct{ track, name string }
 
 type traceTotals struct {
 	threads    map[string]string // "pid/tid" -> thread name
-	rows       map[phaseKey]*TracePhase
+	rows       map[phaseKey]*results.TracePhase
 	start, end float64
 	numEvents  int
 }
 
-func summarizeTrace(dec *json.Decoder) (*TraceSummary, error) {
-	tt := &traceTotals{threads: map[string]string{}, rows: map[phaseKey]*TracePhase{}, start: math.Inf(1), end: math.Inf(-1)}
-	s := &TraceSummary{}
+func summarizeTrace(dec *json.Decoder) (*results.TraceSummary, error) {
+	tt := &traceTotals{threads: map[string]string{}, rows: map[phaseKey]*results.TracePhase{}, start: math.Inf(1), end: math.Inf(-1)}
+	s := &results.TraceSummary{}
 	tok, err := dec.Token()
 	if err != nil {
 		return nil, err
@@ -132,7 +113,7 @@ func summarizeTrace(dec *json.Decoder) (*TraceSummary, error) {
 	if tt.numEvents > 0 {
 		s.SpanS = (tt.end - tt.start) / 1e6
 	}
-	s.Phases = make([]TracePhase, 0, len(tt.rows))
+	s.Phases = make([]results.TracePhase, 0, len(tt.rows))
 	for _, row := range tt.rows {
 		if name, ok := tt.threads[row.Track]; ok {
 			row.Track = name
@@ -176,7 +157,7 @@ func (tt *traceTotals) readEvents(dec *json.Decoder) error {
 			key := phaseKey{thread, ev.Name}
 			row := tt.rows[key]
 			if row == nil {
-				row = &TracePhase{Track: thread, Name: ev.Name}
+				row = &results.TracePhase{Track: thread, Name: ev.Name}
 				tt.rows[key] = row
 			}
 			ms := ev.Dur / 1e3

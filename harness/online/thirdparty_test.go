@@ -1,4 +1,4 @@
-package run
+package online
 
 import (
 	"context"
@@ -17,9 +17,9 @@ func TestOnlineSkipsBackendWithoutEnv(t *testing.T) {
 		t.Setenv(k, "")
 	}
 	o := simOptions(t, 500)
-	o.Backends = []string{"vllm", "roseinfer", "sglang", "tgi"}
-	o.EnvsRoot = t.TempDir()
-	o.N, o.MaxOutputLen, o.WarmupRequests = 8, 4, 1
+	o.Servers.Backends = []string{"vllm", "roseinfer", "sglang", "tgi"}
+	o.Servers.EnvsRoot = t.TempDir()
+	o.Workload.N, o.Workload.MaxOutputLen, o.Workload.WarmupRequests = 8, 4, 1
 	rep, err := Online(context.Background(), context.Background(), o)
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package results
+package report
 
 import (
 	"bytes"
@@ -6,20 +6,26 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/roseinfer/roseinfer/results"
 )
 
-func mustOnline(t *testing.T, path string) *Online {
+// fixtures are the results files results/testdata holds (report_make_fixtures.py
+// writes them); plots and cmd/bench read the same ones.
+const fixtures = "../../results/testdata/"
+
+func mustOnline(t *testing.T, path string) *results.Online {
 	t.Helper()
-	on, err := LoadOnline(path)
+	on, err := results.LoadOnline(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return on
 }
 
-func mustOffline(t *testing.T, path string) *Offline {
+func mustOffline(t *testing.T, path string) *results.Offline {
 	t.Helper()
-	off, err := LoadOffline(path)
+	off, err := results.LoadOffline(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +33,7 @@ func mustOffline(t *testing.T, path string) *Offline {
 }
 
 // scaleStat multiplies one summary's metric value (and its CI) by factor.
-func scaleStat(t *testing.T, on *Online, backend string, scale float64, factor float64, withCI bool) {
+func scaleStat(t *testing.T, on *results.Online, backend string, scale float64, factor float64, withCI bool) {
 	t.Helper()
 	for i := range on.Summaries {
 		s := &on.Summaries[i]
@@ -42,14 +48,14 @@ func scaleStat(t *testing.T, on *Online, backend string, scale float64, factor f
 			return
 		}
 		lo, hi, mean := *sp.CILow*factor, *sp.CIHigh*factor, *sp.Mean*factor
-		s.Spread["ttft_ms.p99"] = Spread{Mean: &mean, CILow: &lo, CIHigh: &hi, Rounds: sp.Rounds}
+		s.Spread["ttft_ms.p99"] = results.Spread{Mean: &mean, CILow: &lo, CIHigh: &hi, Rounds: sp.Rounds}
 		return
 	}
 	t.Fatalf("no summary %s@%g", backend, scale)
 }
 
 func TestCompareOnline(t *testing.T) {
-	const fixture = "testdata/report_ours_online.json"
+	const fixture = fixtures + "report_ours_online.json"
 	cases := []struct {
 		name        string
 		failOn      string
@@ -110,7 +116,7 @@ func findRow(t *testing.T, c *Comparison, backend string, scale float64, metric 
 }
 
 func TestCompareOffline(t *testing.T) {
-	const fixture = "testdata/report_ours_offline.json"
+	const fixture = fixtures + "report_ours_offline.json"
 	cases := []struct {
 		name        string
 		factor      float64
@@ -147,8 +153,8 @@ func TestCompareOffline(t *testing.T) {
 
 func TestCompareMissingAndFailed(t *testing.T) {
 	rules, _ := ParseFailOn("ttft_ms.p99>+10%,output_tok_s<-5%")
-	base := mustOnline(t, "testdata/report_original_online.json")
-	cur := mustOnline(t, "testdata/report_original_online.json")
+	base := mustOnline(t, fixtures+"report_original_online.json")
+	cur := mustOnline(t, fixtures+"report_original_online.json")
 	// vllm vanished from the current run.
 	kept := cur.Summaries[:0]
 	for _, s := range cur.Summaries {
@@ -177,7 +183,7 @@ func TestCompareMissingAndFailed(t *testing.T) {
 func TestCompareOriginalAgainstItself(t *testing.T) {
 	rules, _ := ParseFailOn("ttft_ms.p99>+1%,itl_ms.p90>+1%,output_tok_s<-1%")
 	for _, f := range []string{"report_original_online.json", "report_original_single.json", "report_ours_online.json"} {
-		on := mustOnline(t, "testdata/"+f)
+		on := mustOnline(t, fixtures+f)
 		cmp, err := Compare(RunPair{Online: on}, RunPair{Online: on}, rules)
 		if err != nil {
 			t.Fatal(err)
@@ -189,8 +195,8 @@ func TestCompareOriginalAgainstItself(t *testing.T) {
 }
 
 func TestCompareNothingInCommon(t *testing.T) {
-	on := mustOnline(t, "testdata/report_ours_online.json")
-	off := mustOffline(t, "testdata/report_ours_offline.json")
+	on := mustOnline(t, fixtures+"report_ours_online.json")
+	off := mustOffline(t, fixtures+"report_ours_offline.json")
 	if _, err := Compare(RunPair{Online: on}, RunPair{Offline: off}, nil); !errors.Is(err, ErrNothingToCompare) {
 		t.Errorf("err = %v, want ErrNothingToCompare", err)
 	}
@@ -229,7 +235,7 @@ func TestParseFailOn(t *testing.T) {
 
 func TestCompareOutputs(t *testing.T) {
 	rules, _ := ParseFailOn("ttft_ms.p99>+5%")
-	base, cur := mustOnline(t, "testdata/report_ours_online.json"), mustOnline(t, "testdata/report_ours_online.json")
+	base, cur := mustOnline(t, fixtures+"report_ours_online.json"), mustOnline(t, fixtures+"report_ours_online.json")
 	scaleStat(t, cur, "vllm", 1.6, 1.2, true)
 	cmp, err := Compare(RunPair{Path: "b", Online: base}, RunPair{Path: "c", Online: cur}, rules)
 	if err != nil {

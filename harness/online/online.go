@@ -1,11 +1,9 @@
-package run
+package online
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,6 +12,10 @@ import (
 	"github.com/roseinfer/roseinfer/harness/backend"
 	"github.com/roseinfer/roseinfer/harness/client"
 	"github.com/roseinfer/roseinfer/harness/replay"
+	"github.com/roseinfer/roseinfer/harness/report"
+	"github.com/roseinfer/roseinfer/harness/rundir"
+	"github.com/roseinfer/roseinfer/harness/servers"
+	"github.com/roseinfer/roseinfer/harness/workload"
 	"github.com/roseinfer/roseinfer/results"
 )
 
@@ -38,38 +40,38 @@ func Online(ctx, abort context.Context, o OnlineOptions) (*Report, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	if o.Log == nil {
-		o.Log = io.Discard
+	if o.Output.Log == nil {
+		o.Output.Log = io.Discard
 	}
 	if abort == nil {
 		abort = context.Background()
 	}
-	w, err := LoadWorkload(&o)
+	w, err := workload.Load(&o.Workload)
 	if err != nil {
 		return nil, err
 	}
-	slo, err := parseSLO(o.SLO)
+	slo, err := parseSLO(o.Load.SLO)
 	if err != nil {
 		return nil, err
 	}
-	runDir, err := MakeRunDir(o.RunDir, o.OutputDir, "online")
+	runDir, err := rundir.Make(o.Output.RunDir, o.Output.OutputDir, "online")
 	if err != nil {
 		return nil, err
 	}
-	prefix, note, err := ApplyCPUSplit(&o)
+	prefix, note, err := servers.ApplyCPUSplit(&o.Servers)
 	if note != "" {
-		fmt.Fprintln(o.Log, note)
+		fmt.Fprintln(o.Output.Log, note)
 	}
 	if err != nil {
 		return nil, err
 	}
-	specs, skipped, err := BuildSpecs(ctx, &o)
+	specs, skipped, err := servers.Specs(ctx, &o.Servers, o.Workload.Context())
 	if err != nil {
 		return nil, err
 	}
 
 	rep := &Report{RunDir: runDir, ResultsPath: filepath.Join(runDir, results.OnlineResultsFile),
-		SummaryPath: filepath.Join(runDir, results.OnlineSummaryFile)}
+		SummaryPath: filepath.Join(runDir, report.OnlineSummaryFile)}
 	labels := make([]string, 0, len(specs)+len(skipped))
 	for _, s := range specs {
 		labels = append(labels, s.Label)
@@ -78,26 +80,26 @@ func Online(ctx, abort context.Context, o OnlineOptions) (*Report, error) {
 		labels = append(labels, b.Backend)
 	}
 	out := &results.Online{Meta: onlineMeta(&o, w, labels), ByBackend: map[string]*results.Backend{}}
-	versions := Versions(ctx)
+	versions := rundir.Versions(ctx)
 	out.Meta[results.MetaVersions] = versions
 	runStart := time.Now()
-	out.Meta["run_start_time"] = runStart.Format(TimeFormat)
+	out.Meta["run_start_time"] = runStart.Format(rundir.TimeFormat)
 	for _, b := range skipped {
 		out.ByBackend[b.Backend] = b
 		rep.Failures = append(rep.Failures, b.Backend+": "+b.Error)
-		fmt.Fprintf(o.Log, "[%s] skipped: %s\n", b.Backend, b.Error)
+		fmt.Fprintf(o.Output.Log, "[%s] skipped: %s\n", b.Backend, b.Error)
 		if b.FixHint != "" {
-			fmt.Fprintf(o.Log, "[%s] fix: %s\n", b.Backend, b.FixHint)
+			fmt.Fprintf(o.Output.Log, "[%s] fix: %s\n", b.Backend, b.FixHint)
 		}
 	}
 	write := func() error {
-		out.Meta["run_end_time"] = time.Now().Format(TimeFormat)
+		out.Meta["run_end_time"] = time.Now().Format(rundir.TimeFormat)
 		out.Meta["wall_s"] = time.Since(runStart).Seconds()
 		out.Meta["interrupted"] = rep.Interrupted
 		if err := results.WriteJSON(rep.ResultsPath, out); err != nil {
 			return err
 		}
-		return results.WriteAtomic(rep.SummaryPath, func(wr io.Writer) error { return results.WriteOnlineSummary(wr, out) })
+		return results.WriteAtomic(rep.SummaryPath, func(wr io.Writer) error { return report.WriteOnlineSummary(wr, out) })
 	}
 	if err := write(); err != nil {
 		return rep, err
@@ -110,8 +112,8 @@ func Online(ctx, abort context.Context, o OnlineOptions) (*Report, error) {
 			break
 		}
 		br := &backendRun{o: &o, w: w, slo: slo, spec: spec, out: out, rep: rep, write: write,
-			launch: backend.LaunchOptions{Host: o.Host, PortBase: o.PortBase, UsedPorts: usedPorts, RunDir: runDir,
-				ReadyTimeout: o.TimeoutReady, Prefix: prefix}}
+			launch: backend.LaunchOptions{Host: o.Servers.Host, PortBase: o.Servers.PortBase, UsedPorts: usedPorts, RunDir: runDir,
+				ReadyTimeout: o.Servers.TimeoutReady, Prefix: prefix}}
 		br.run(ctx, abort, versions)
 	}
 	if ctx.Err() != nil {
@@ -123,103 +125,10 @@ func Online(ctx, abort context.Context, o OnlineOptions) (*Report, error) {
 	return rep, nil
 }
 
-// BuildSpecs turns --backends, --variant and --base-url into run specs, in
-// run order. Names no descriptor exists for yet, and backends that cannot
-// run on this machine, are returned as skipped backends, so the rest still
-// run and the exit code says something was left out. Third-party specs
-// read o.ServerCPUs, so the CPU split must be settled first
-// (ApplyCPUSplit). bench online's profile stage profiles the same specs.
-func BuildSpecs(ctx context.Context, o *OnlineOptions) ([]backend.Spec, []*results.Backend, error) {
-	if o.BaseURL != "" {
-		label := "openai"
-		if len(o.Backends) == 1 && o.Backends[0] != "roseinfer" {
-			label = o.Backends[0]
-		}
-		return []backend.Spec{backend.OpenAI(label, o.BaseURL)}, nil, nil
-	}
-	var specs []backend.Spec
-	var skipped []*results.Backend
-	seen := map[string]bool{}
-	for _, name := range o.Backends {
-		name = strings.TrimSpace(name)
-		if name == "" || seen[name] {
-			continue
-		}
-		seen[name] = true
-		if name != "roseinfer" {
-			spec, skip, err := thirdPartySpec(ctx, name, o)
-			if err != nil {
-				return nil, nil, err
-			}
-			if skip != nil {
-				skipped = append(skipped, skip)
-			} else {
-				specs = append(specs, spec)
-			}
-			continue
-		}
-		bin := o.RoseinferBin
-		if bin == "" {
-			var err error
-			if bin, err = backend.FindRoseinfer(ctx); err != nil {
-				return nil, nil, err
-			}
-		}
-		env := map[string]string{}
-		if o.GPU != "" {
-			env["CUDA_VISIBLE_DEVICES"] = o.GPU
-		}
-		common := backend.RoseinferOptions{Binary: bin, Device: o.Device, Model: o.Model, Flags: o.ServerArgs, Env: env}
-		specs = append(specs, backend.Roseinfer(common))
-		for _, v := range o.Variants {
-			label, flags, err := backend.ParseVariant(v)
-			if err != nil {
-				return nil, nil, err
-			}
-			if seen[label] {
-				return nil, nil, fmt.Errorf("--variant: label %s given twice", label)
-			}
-			seen[label] = true
-			vo := common
-			vo.Label = label
-			vo.Flags = append(append([]string{}, o.ServerArgs...), flags...)
-			specs = append(specs, backend.Roseinfer(vo))
-		}
-	}
-	if len(o.Variants) > 0 && !seen["roseinfer"] {
-		return nil, nil, errors.New("--variant needs roseinfer in --backends")
-	}
-	return specs, skipped, nil
-}
-
-// MakeRunDir creates <parent>/<kind>_<YYYYmmdd_HHMMSS> (local time, as the
-// original), adding a suffix if two runs start in the same second; exact,
-// when given, is the directory itself (created if missing).
-func MakeRunDir(exact, parent, kind string) (string, error) {
-	if exact != "" {
-		return exact, os.MkdirAll(exact, 0o755)
-	}
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return "", fmt.Errorf("output dir: %w", err)
-	}
-	base := filepath.Join(parent, kind+"_"+time.Now().Format("20060102_150405"))
-	dir := base
-	for i := 2; ; i++ {
-		err := os.Mkdir(dir, 0o755)
-		if err == nil {
-			return dir, nil
-		}
-		if !errors.Is(err, os.ErrExist) || i > 100 {
-			return "", fmt.Errorf("run dir: %w", err)
-		}
-		dir = base + "_" + strconv.Itoa(i)
-	}
-}
-
 // backendRun is one backend's part of an online run.
 type backendRun struct {
 	o    *OnlineOptions
-	w    *Workload
+	w    *workload.Workload
 	slo  sloConfig
 	spec backend.Spec
 	// endpoint is the route requests go to (--endpoint applied).
@@ -233,22 +142,22 @@ type backendRun struct {
 func (br *backendRun) fail(rec *results.Backend, msg string) {
 	rec.Error = msg
 	br.rep.Failures = append(br.rep.Failures, br.spec.Label+": "+msg)
-	fmt.Fprintf(br.o.Log, "[%s] FAILED: %s\n", br.spec.Label, msg)
+	fmt.Fprintf(br.o.Output.Log, "[%s] FAILED: %s\n", br.spec.Label, msg)
 }
 
 func (br *backendRun) run(ctx, abort context.Context, versions map[string]any) {
 	o, label := br.o, br.spec.Label
 	start := time.Now()
 	rec := &results.Backend{Backend: label, Env: br.spec.Env,
-		Timing: results.BackendTiming{BackendStartTime: start.Format(TimeFormat), ScaleWallS: map[string]float64{}}}
+		Timing: results.BackendTiming{BackendStartTime: start.Format(rundir.TimeFormat), ScaleWallS: map[string]float64{}}}
 	br.out.ByBackend[label] = rec
 	defer func() {
-		rec.Timing.BackendEndTime = time.Now().Format(TimeFormat)
+		rec.Timing.BackendEndTime = time.Now().Format(rundir.TimeFormat)
 		rec.Timing.BackendWallS = time.Since(start).Seconds()
 		br.write()
 	}()
 
-	fmt.Fprintf(o.Log, "[%s] starting\n", label)
+	fmt.Fprintf(o.Output.Log, "[%s] starting\n", label)
 	srv, err := backend.Launch(ctx, br.spec, br.launch)
 	if err != nil {
 		br.fail(rec, err.Error())
@@ -266,21 +175,21 @@ func (br *backendRun) run(ctx, abort context.Context, versions map[string]any) {
 			versions[label] = v
 		}
 	}
-	fmt.Fprintf(o.Log, "[%s] ready at %s after %.1f s\n", label, srv.BaseURL, srv.ReadyAt.Seconds())
+	fmt.Fprintf(o.Output.Log, "[%s] ready at %s after %.1f s\n", label, srv.BaseURL, srv.ReadyAt.Seconds())
 
-	model := srv.RequestModel(o.Model)
-	q := o.Quirks(br.spec.Quirks)
+	model := srv.RequestModel(o.Servers.Model)
+	q := o.Workload.Quirks(br.spec.Quirks)
 	br.endpoint = q.Endpoint
-	bodies, err := br.w.Bodies(o, model, q)
+	bodies, err := br.w.Bodies(&o.Workload, model, q)
 	if err != nil {
 		br.fail(rec, err.Error())
 		return
 	}
-	c := client.New(client.Options{BaseURL: srv.BaseURL, MaxConcurrency: len(bodies), Timeout: o.RequestTimeout,
-		CountTokens: countTokens})
+	c := client.New(client.Options{BaseURL: srv.BaseURL, MaxConcurrency: len(bodies), Timeout: o.Load.RequestTimeout,
+		CountTokens: workload.CountTokens})
 	defer c.Close()
 
-	warm, err := br.w.WarmupBodies(o, model, q)
+	warm, err := br.w.WarmupBodies(&o.Workload, model, q)
 	if err != nil {
 		br.fail(rec, err.Error())
 		return
@@ -294,7 +203,7 @@ func (br *backendRun) run(ctx, abort context.Context, versions map[string]any) {
 		return
 	}
 
-	for _, scale := range o.Scales {
+	for _, scale := range o.Load.Scales {
 		if ctx.Err() != nil {
 			return
 		}
@@ -308,7 +217,7 @@ func (br *backendRun) run(ctx, abort context.Context, versions map[string]any) {
 func (br *backendRun) runScale(ctx, abort context.Context, c *client.Client, srv *backend.Server,
 	rec *results.Backend, bodies [][]byte, scale float64) bool {
 	o, label := br.o, br.spec.Label
-	items, err := br.w.Items(bodies, scale, o.StartOffsetS)
+	items, err := br.w.Items(bodies, scale, o.Load.StartOffsetS)
 	if err != nil {
 		br.fail(rec, err.Error())
 		return false
@@ -317,13 +226,13 @@ func (br *backendRun) runScale(ctx, abort context.Context, c *client.Client, srv
 	var roundReqs [][]results.Request
 	interrupted := ""
 	var last results.Summary
-	for round := 1; round <= o.Repeat; round++ {
+	for round := 1; round <= o.Load.Repeat; round++ {
 		if ctx.Err() != nil && round > 1 {
 			break
 		}
 		var bar Bar
-		if o.Progress != nil {
-			bar = o.Progress.Start(label, scale, round, o.Repeat, len(items))
+		if o.Output.Progress != nil {
+			bar = o.Output.Progress.Start(label, scale, round, o.Load.Repeat, len(items))
 		}
 		r := replay.Run(ctx, items, replay.Options{Client: c, Endpoint: br.endpoint, RequestContext: abort,
 			OnDone: func(*results.Request) {
@@ -339,31 +248,31 @@ func (br *backendRun) runScale(ctx, abort context.Context, c *client.Client, srv
 		}
 		fillRequests(r.Requests)
 		roundNo := round
-		if o.Repeat == 1 {
+		if o.Load.Repeat == 1 {
 			roundNo = 0 // a single run is its own aggregate
 		}
-		s := summarize(label, scale, roundNo, r.Requests, br.slo, o.SendLagThresholdMs)
+		s := summarize(label, scale, roundNo, r.Requests, br.slo, o.Load.SendLagThresholdMs)
 		if r.Interrupted {
 			interrupted = fmt.Sprintf("interrupted: %d of %d requests not sent", r.NotSent, len(items))
 			s.Valid, s.InvalidReason = false, joinReason(s.InvalidReason, interrupted)
 		}
 		last = s
-		line := scaleLine(label, scale, round, o.Repeat, s)
+		line := scaleLine(label, scale, round, o.Load.Repeat, s)
 		if bar != nil {
 			bar.Finish(line)
 		} else {
-			fmt.Fprintln(o.Log, line)
+			fmt.Fprintln(o.Output.Log, line)
 		}
 		roundReqs = append(roundReqs, r.Requests)
 		rec.Runs = append(rec.Runs, results.Run{Scale: scale, Round: roundNo, Summary: s, RequestMetrics: r.Requests})
-		agg := aggregate(label, scale, roundReqs, br.slo, o.SendLagThresholdMs)
+		agg := aggregate(label, scale, roundReqs, br.slo, o.Load.SendLagThresholdMs)
 		if interrupted != "" {
 			agg.Valid, agg.InvalidReason = false, joinReason(agg.InvalidReason, interrupted)
 		}
 		br.updateSummary(agg)
 		rec.Timing.ScaleWallS[scaleKey(scale)] = time.Since(scaleStart).Seconds()
 		if err := br.write(); err != nil {
-			fmt.Fprintf(o.Log, "[%s] writing results: %v\n", label, err)
+			fmt.Fprintf(o.Output.Log, "[%s] writing results: %v\n", label, err)
 		}
 		// After a Ctrl-C the servers may have been killed on purpose.
 		if died, why := srv.Died(); died && ctx.Err() == nil {

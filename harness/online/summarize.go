@@ -1,12 +1,12 @@
-package run
+package online
 
 import (
 	"github.com/roseinfer/roseinfer/harness/metrics"
 	"github.com/roseinfer/roseinfer/results"
 )
 
-// The run package computes no figure itself: these wrappers only adapt
-// harness/metrics (the one home of every definition in METRICS.md) to the
+// The online runner computes no figure itself: these wrappers only adapt
+// harness/metrics (the one home of every definition in docs/METRICS.md) to the
 // run's settings.
 
 type sloConfig = metrics.SLO

@@ -1,4 +1,4 @@
-package run
+package online
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/roseinfer/roseinfer/engine/hrtimer"
 	"github.com/roseinfer/roseinfer/harness/backend"
 	"github.com/roseinfer/roseinfer/harness/backend/backendtest"
+	"github.com/roseinfer/roseinfer/harness/servers"
 	"github.com/roseinfer/roseinfer/results"
 )
 
@@ -91,19 +92,19 @@ func burstTrace(t *testing.T, n int, rate float64, inputLen, outputLen int) stri
 
 func simOptions(t *testing.T, stepUS int, extra ...string) OnlineOptions {
 	o := DefaultOnline()
-	o.RoseinferBin = roseinferBinary(t)
-	o.Device = "sim"
-	o.ServerArgs = append([]string{"--sim-step-us", fmt.Sprint(stepUS)}, extra...)
-	o.Scales = []float64{1}
-	o.StartOffsetS = 0.2
-	o.IgnoreEOS = true
-	o.WarmupRequests = 5
-	o.WarmupOutputLen = 8
-	o.PortBase = backendtest.PortBase(t)
-	o.RunDir = t.TempDir()
-	o.TimeoutReady = 60 * time.Second
+	o.Servers.RoseinferBin = roseinferBinary(t)
+	o.Servers.Device = "sim"
+	o.Servers.ServerArgs = append([]string{"--sim-step-us", fmt.Sprint(stepUS)}, extra...)
+	o.Load.Scales = []float64{1}
+	o.Load.StartOffsetS = 0.2
+	o.Workload.IgnoreEOS = true
+	o.Workload.WarmupRequests = 5
+	o.Workload.WarmupOutputLen = 8
+	o.Servers.PortBase = backendtest.PortBase(t)
+	o.Output.RunDir = t.TempDir()
+	o.Servers.TimeoutReady = 60 * time.Second
 	// Pinning would also pin this test process for the tests after it.
-	o.ServerCPUs, o.ClientCPUs = NoPinning, NoPinning
+	o.Servers.ServerCPUs, o.Servers.ClientCPUs = servers.NoPinning, servers.NoPinning
 	return o
 }
 
@@ -185,8 +186,8 @@ func fidelityRun(t *testing.T) ([]string, bool) {
 	o := simOptions(t, 1000)
 	// 200 req/s for 1.5 s, 8 tokens each: enough token gaps for the medians
 	// while keeping the client's reading work small on a shared machine.
-	o.TracePath = burstTrace(t, 300, 200, 16, 8)
-	o.N = 300
+	o.Workload.TracePath = burstTrace(t, 300, 200, 16, 8)
+	o.Workload.N = 300
 	probe := startProbe(t)
 	rep, err := Online(context.Background(), context.Background(), o)
 	noise50, noise99 := probe.finish()
@@ -274,8 +275,8 @@ func TestSimFidelity(t *testing.T) {
 // TPOT still equal the step time while the inter-chunk latency is 4 steps.
 func TestSimMultiTokenChunks(t *testing.T) {
 	o := simOptions(t, 1000, "--stream-interval", "4")
-	o.TracePath = burstTrace(t, 20, 20, 16, 33)
-	o.N = 20
+	o.Workload.TracePath = burstTrace(t, 20, 20, 16, 33)
+	o.Workload.N = 20
 	probe := startProbe(t)
 	rep, err := Online(context.Background(), context.Background(), o)
 	on := loadCleanRun(t, rep, err)
@@ -307,7 +308,7 @@ func TestSimMultiTokenChunks(t *testing.T) {
 		*s.TPOTMs.P50, srvTPOT, *s.ITLMs.P50, *s.ITLClientMinusServerMs.P50, *s.ICLMs.P50)
 	// Per-token ITL spreads a chunk's gap over its tokens: it matches the
 	// server's per-token gaps, not the inter-chunk gaps. (TPOT is not
-	// checked: METRICS.md divides by N-1, so a first chunk carrying several
+	// checked: docs/METRICS.md divides by N-1, so a first chunk carrying several
 	// merged tokens lowers it.)
 	if math.Abs(srvTPOT-1) > 0.1 {
 		t.Skipf("server's own TPOT p50 %.4f ms is off its 1 ms step (machine loaded): timings not judged", srvTPOT)
@@ -349,11 +350,11 @@ func (k *killServer) Finish(string) {}
 
 func TestServerKilledMidReplay(t *testing.T) {
 	o := simOptions(t, 1000)
-	o.TracePath = burstTrace(t, 60, 20, 16, 8) // 3 s
-	o.N = 60
-	o.Scales = []float64{1, 1} // the second scale must not run
+	o.Workload.TracePath = burstTrace(t, 60, 20, 16, 8) // 3 s
+	o.Workload.N = 60
+	o.Load.Scales = []float64{1, 1} // the second scale must not run
 	killer := &killServer{}
-	o.Progress = killer
+	o.Output.Progress = killer
 	rep, err := Online(context.Background(), context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -391,9 +392,9 @@ func TestServerKilledMidReplay(t *testing.T) {
 // opener is not a token, and every request still yields exactly its tokens.
 func TestSimChatEndpoint(t *testing.T) {
 	o := simOptions(t, 500)
-	o.Endpoint = "chat"
-	o.TracePath = burstTrace(t, 10, 50, 24, 8)
-	o.N = 10
+	o.Workload.Endpoint = "chat"
+	o.Workload.TracePath = burstTrace(t, 10, 50, 24, 8)
+	o.Workload.N = 10
 	rep, err := Online(context.Background(), context.Background(), o)
 	on := loadCleanRun(t, rep, err)
 	s := on.Summaries[0]

@@ -1,4 +1,4 @@
-package results_test
+package report_test
 
 import (
 	"bytes"
@@ -12,14 +12,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/roseinfer/roseinfer/harness/report"
 	"github.com/roseinfer/roseinfer/plots"
 	"github.com/roseinfer/roseinfer/results"
 )
 
+// fixtures are the results files results/testdata holds (report_make_fixtures.py
+// writes them); plots and cmd/bench read the same ones.
+const fixtures = "../../results/testdata/"
+
 // reportInput builds a report input with real figures from the plots package.
-func reportInput(t *testing.T, onlinePath, offlinePath string) results.ReportInput {
+func reportInput(t *testing.T, onlinePath, offlinePath string) report.ReportInput {
 	t.Helper()
-	in := results.ReportInput{RunDir: "testdata"}
+	in := report.ReportInput{RunDir: "testdata"}
 	var figs []*plots.Figure
 	if onlinePath != "" {
 		on, err := results.LoadOnline(onlinePath)
@@ -50,15 +55,15 @@ func reportInput(t *testing.T, onlinePath, offlinePath string) results.ReportInp
 		if err != nil {
 			t.Fatal(err)
 		}
-		in.Figures = append(in.Figures, results.ReportFigure{Name: f.Name, Caption: f.Name, SVG: svg})
+		in.Figures = append(in.Figures, report.ReportFigure{Name: f.Name, Caption: f.Name, SVG: svg})
 	}
 	return in
 }
 
-func render(t *testing.T, in results.ReportInput) string {
+func render(t *testing.T, in report.ReportInput) string {
 	t.Helper()
 	var b bytes.Buffer
-	if err := results.WriteReportHTML(&b, in); err != nil {
+	if err := report.WriteReportHTML(&b, in); err != nil {
 		t.Fatal(err)
 	}
 	return b.String()
@@ -72,7 +77,7 @@ func TestReportHTML(t *testing.T) {
 		wantSVG         int
 	}{
 		{
-			name: "ours", online: "testdata/report_ours_online.json", offline: "testdata/report_ours_offline.json",
+			name: "ours", online: fixtures + "report_ours_online.json", offline: fixtures + "report_ours_offline.json",
 			want: []string{
 				"<h3>Online Serving Benchmark Summary</h3>", "<h3>Offline Throughput Benchmark Summary</h3>",
 				"<strong>Invalid scale</strong>: vLLM at scale 0.4", "Offline roseinfer (flash-attn, -fused ops) failed",
@@ -82,7 +87,7 @@ func TestReportHTML(t *testing.T) {
 			wantSVG: 2,
 		},
 		{
-			name: "original online only", online: "testdata/report_original_online.json",
+			name: "original online only", online: fixtures + "report_original_online.json",
 			want: []string{
 				"<th>rosellm</th><td><code>0.1.0</code>", "TensorRT-LLM at scale 0.4: 50 of 50 requests failed.",
 				"roseinfer (-fused ops)",
@@ -90,7 +95,7 @@ func TestReportHTML(t *testing.T) {
 			wantSVG: 1,
 		},
 		{
-			name: "original offline only", offline: "testdata/report_original_offline.json",
+			name: "original offline only", offline: fixtures + "report_original_offline.json",
 			want:    []string{"Offline SGLang failed</strong>: ImportError: No module named sglang"},
 			wantSVG: 1,
 		},
@@ -118,7 +123,7 @@ func TestReportHTML(t *testing.T) {
 			}
 		})
 	}
-	if err := results.WriteReportHTML(&bytes.Buffer{}, results.ReportInput{}); !errors.Is(err, results.ErrNoResults) {
+	if err := report.WriteReportHTML(&bytes.Buffer{}, report.ReportInput{}); !errors.Is(err, results.ErrNoResults) {
 		t.Errorf("empty input: err = %v, want ErrNoResults", err)
 	}
 }
@@ -164,7 +169,7 @@ func TestReportOpensInChromium(t *testing.T) {
 	}
 	dir := t.TempDir()
 	page := filepath.Join(dir, "report.html")
-	html := render(t, reportInput(t, "testdata/report_ours_online.json", "testdata/report_ours_offline.json"))
+	html := render(t, reportInput(t, fixtures+"report_ours_online.json", fixtures+"report_ours_offline.json"))
 	if err := os.WriteFile(page, []byte(html), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,134 @@
+// Package online drives `bench online`: it loads the workload
+// (harness/workload), launches each backend in turn (harness/servers,
+// harness/backend), warms it up, replays the trace at every scale (and
+// round), summarises each scale with harness/metrics and writes the results
+// files after every scale, so an interrupted run still leaves valid JSON of
+// what finished. cmd/bench only parses flags into OnlineOptions and calls
+// Online. Nothing else in harness/ imports it.
+package online
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"github.com/roseinfer/roseinfer/harness/backend"
+	"github.com/roseinfer/roseinfer/harness/servers"
+	"github.com/roseinfer/roseinfer/harness/workload"
+)
+
+// OnlineOptions are `bench online`'s settings, grouped by concern so each
+// step takes only what it needs: the servers, the workload, the load, the
+// output. Defaults are in DefaultOnline.
+type OnlineOptions struct {
+	Servers  servers.Options  // which servers, their flags, ports and CPUs
+	Workload workload.Options // the trace, its prompts, sampling, warmup requests
+	Load     Load             // scales, rounds, schedule offset, timeouts, SLO, validity
+	Output   Output           // where results and progress go
+}
+
+// Load is how hard and how long each server is driven, and when a replay
+// counts. Field comments give the flag.
+type Load struct {
+	Scales             []float64     // --scales: trace time multipliers, one replay each
+	Repeat             int           // --repeat: rounds per scale
+	StartOffsetS       float64       // --start-offset-s: added to every scheduled time
+	RequestTimeout     time.Duration // --request-timeout-s (0 = none)
+	SLO                string        // --slo ttft=200ms,tpot=50ms
+	SendLagThresholdMs float64       // a scale whose send-lag p99 exceeds it is invalid
+}
+
+// Output is where a run writes.
+type Output struct {
+	OutputDir string // parent of online_<YYYYmmdd_HHMMSS>/
+	RunDir    string // exact run directory (tests); overrides OutputDir
+	Log       io.Writer
+	Progress  Progress
+}
+
+// DefaultOnline returns the defaults: the original's except where
+// noted, sized so the embedded default (roseinfer on CPU with its tiny model,
+// the bundled Azure trace) finishes in minutes on 2 cores.
+func DefaultOnline() OnlineOptions {
+	return OnlineOptions{
+		Servers: servers.Options{
+			Backends:     []string{"roseinfer"},
+			Device:       "cpu", // original: cuda; a machine without a GPU is the default here
+			Host:         "127.0.0.1",
+			PortBase:     18000,
+			TimeoutReady: 120 * time.Second,
+			ThirdParty:   backend.DefaultThirdParty(),
+		},
+		Workload: workload.Options{
+			N:                    1000,
+			MaxOutputLen:         128,
+			PromptOverheadTokens: 8,
+			ModelMaxLen:          1024,
+			VocabSize:            50257,
+			PrefixMode:           "base",
+			Seed:                 42,
+			Temperature:          0.7,
+			TopP:                 0.9,
+			TopK:                 50,
+			WarmupRequests:       5,
+			WarmupInputLen:       128,
+			WarmupOutputLen:      32,
+		},
+		Load: Load{
+			Scales:             []float64{0.4, 0.5, 0.6, 0.7, 0.8, 1.6},
+			Repeat:             1,
+			StartOffsetS:       1.0,
+			RequestTimeout:     600 * time.Second, // the OpenAI SDK's default, which the original used
+			SendLagThresholdMs: 5,
+		},
+		Output: Output{OutputDir: "results/runs"},
+	}
+}
+
+// Validate reports the first setting that cannot work.
+func (o *OnlineOptions) Validate() error {
+	switch {
+	case len(o.Servers.Backends) == 0 && o.Servers.BaseURL == "":
+		return errors.New("no backends to run (--backends is empty)")
+	case len(o.Load.Scales) == 0:
+		return errors.New("--scales is empty")
+	case o.Workload.N < 1:
+		return fmt.Errorf("--n %d: need at least one request", o.Workload.N)
+	case o.Load.Repeat < 1:
+		return fmt.Errorf("--repeat %d: need at least one round", o.Load.Repeat)
+	case o.Workload.MaxOutputLen < 0 || o.Workload.MaxInputLen < 0:
+		return errors.New("--max-input-len and --max-output-len must not be negative")
+	case o.Workload.ModelMaxLen < 2:
+		return fmt.Errorf("model context %d is too small", o.Workload.ModelMaxLen)
+	case o.Workload.WarmupRequests < 0:
+		return errors.New("--warmup-requests must not be negative")
+	case o.Workload.Temperature < 0:
+		return errors.New("--temperature must not be negative")
+	case o.Load.SendLagThresholdMs <= 0:
+		return errors.New("--send-lag-threshold-ms must be positive")
+	case o.Workload.Endpoint != "" && o.Workload.Endpoint != "completions" && o.Workload.Endpoint != "chat":
+		return fmt.Errorf("--endpoint %q: want completions or chat", o.Workload.Endpoint)
+	}
+	for _, s := range o.Load.Scales {
+		if !(s > 0) || math.IsInf(s, 0) {
+			return fmt.Errorf("--scales: %v is not a positive number", s)
+		}
+	}
+	return nil
+}
+
+// Progress shows how far a run is. Implementations draw bars on a terminal
+// or print log lines; nil shows nothing.
+type Progress interface {
+	// Start begins one (backend, scale, round) replay of total requests.
+	Start(label string, scale float64, round, rounds, total int) Bar
+}
+
+// Bar is one replay's progress.
+type Bar interface {
+	Add(n int)
+	// Finish ends the bar with a one-line summary.
+	Finish(summary string)
+}

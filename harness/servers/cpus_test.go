@@ -1,0 +1,34 @@
+package servers
+
+import (
+	"testing"
+
+	"github.com/roseinfer/roseinfer/harness/cpuset"
+)
+
+// roseinferOnCPU is bench online's default server: roseinfer on the CPU.
+func roseinferOnCPU() Options { return Options{Backends: []string{"roseinfer"}, Device: "cpu"} }
+
+func TestResolveCPUs(t *testing.T) {
+	o := roseinferOnCPU()
+	o.ServerCPUs, o.ClientCPUs = "none", ""
+	if _, err := resolveCPUs(&o); err != nil || o.ServerCPUs != "" || o.ClientCPUs != "" {
+		t.Errorf("none: %q %q %v", o.ServerCPUs, o.ClientCPUs, err)
+	}
+	o = roseinferOnCPU()
+	o.ServerCPUs = "0"
+	if _, err := resolveCPUs(&o); err != nil || o.ServerCPUs != "0" || o.ClientCPUs != "" {
+		t.Errorf("explicit lists must be kept: %q %q %v", o.ServerCPUs, o.ClientCPUs, err)
+	}
+	o = roseinferOnCPU()
+	if _, err := resolveCPUs(&o); err != nil {
+		t.Fatal(err)
+	}
+	if o.ServerCPUs != "" {
+		srv, _ := cpuset.Parse(o.ServerCPUs)
+		cli, _ := cpuset.Parse(o.ClientCPUs)
+		if len(srv) == 0 || len(cli) == 0 || srv[len(srv)-1] >= cli[0] {
+			t.Errorf("split %q / %q: want disjoint halves, server first", o.ServerCPUs, o.ClientCPUs)
+		}
+	}
+}
