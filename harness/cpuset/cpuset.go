@@ -1,5 +1,5 @@
 // Package cpuset reads and writes taskset CPU lists ("0-3,8"), the syntax
-// of --server-cpus and --client-cpus. harness/run splits and pins CPUs with
+// of --server-cpus and --client-cpus. harness/servers splits and pins CPUs with
 // it; harness/backend counts a server's CPUs for its thread settings.
 package cpuset
 

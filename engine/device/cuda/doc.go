@@ -1,5 +1,7 @@
-// Package cuda is roseinfer's NVIDIA GPU device: GPT-2 in fp16 with fp32
-// accumulation, a paged KV cache in one device allocation, attention over
+// Package cuda is roseinfer's NVIDIA GPU device: a model family's Program
+// (engine/model/arch) lowered onto fused kernels (lower.go; today the
+// pre-LayerNorm block with learned positions and a GELU MLP, GPT-2's), fp16
+// weights with fp32 accumulation, a paged KV cache in one device allocation, attention over
 // mixed prefill chunks and decode tokens, sampling on the GPU, CUDA graphs for
 // decode steps and an asynchronous Submit/Collect pair for overlap scheduling.
 //
@@ -10,7 +12,8 @@
 // missing and New fails with the same error.
 //
 // It implements device.Device, device.AsyncDevice and phase.SpanReporter; it
-// imports engine/model, engine/device and engine/profile/phase only.
+// imports engine/model, engine/model/arch, engine/device and
+// engine/profile/phase only.
 //
 // # Product and lab
 //
