@@ -25,199 +25,250 @@ type activations struct {
 // in returns the device address of a layout region of the step's inputs.
 func (p *stepPlan) in(off int) devPtr { return p.inputs + devPtr(4*off) }
 
-// forward enqueues one step's kernels on the stream: the flat list of named
-// ops of llm.c's gpt2_forward, plus the paged-attention and sampling steps.
-// It reads inputs already copied to p.inputs and leaves sampled ids and
+// forward enqueues one step's kernels on the stream: llm.c's gpt2_forward as
+// a flat list of named ops, with the paged-attention and sampling steps. It
+// reads inputs already copied to p.inputs and leaves sampled ids and
 // logprobs in the stage's mapped host memory (ids also in outTok). It is
-// also what a CUDA graph captures.
+// also what a CUDA graph captures. Each op picks its kernels for the step's
+// row counts (newStep) and tells the instrumentation hook when it is done.
 func (d *Device) forward(p *stepPlan) error {
-	g, a, lay := d.g, &d.act, &p.lay
-	L, C, NH := d.cfg.NumLayers, d.cfg.Channels, d.cfg.NumHeads
-	HD := C / NH
-	N, M := lay.nTok, lay.nSample
-	eps := d.cfg.LayerNormEpsilon
-	scale := float32(1 / math.Sqrt(float64(HD)))
-	if err := d.opDone("start"); err != nil {
-		return err
+	s := d.newStep(p)
+	s.end("start", nil)
+	s.encoder()
+	for l := 0; l < d.cfg.NumLayers; l++ {
+		s.ln1QKV(l)      // ln_1, then the qkv projection
+		s.kvWrite(l)     // the prompt rows' keys and values into the cache
+		s.attnDecode(l)  // attention of the one-token rows
+		s.attnPrefill(l) // attention of the prompt chunks
+		s.attProjFC(l)   // attproj (+= residual), ln_2, fc and GELU
+		s.fcProj(l)      // fcproj (+= residual)
 	}
-	// The LayerNorm fold's row statistics start at zero; attproj's blocks
-	// add into them (and gemm_wg_pair's blocks count through its barrier).
-	// The encoder clears them, so no memset node stands before it on every
-	// step's critical path.
-	fold := d.lnFold(N)
-	pairBN, pairGrid, pair := d.pairShape(N) // the folded attproj and fc as one grid
+	if s.M > 0 { // only the rows that sample go through ln_f and the LM head
+		s.lmHead()
+		s.sample()
+	}
+	return s.err
+}
+
+// step is one forward pass being enqueued: its plan and the kernel choices
+// its row counts decide. Its methods are the forward's ops; the first error
+// sticks and turns every later op into a no-op, so forward reads as the list
+// of ops and returns that error.
+type step struct {
+	d    *Device
+	p    *stepPlan
+	N, M int // token rows, sampled rows
+	// small: the projections run through gemv.cu with the LayerNorm fused.
+	small bool
+	// fold: the LayerNorm between attproj and fc is folded into both
+	// projections' epilogues (gemm_wg.cu); pair runs them as one grid of
+	// pairGrid blocks, pairBN columns a block in its second phase.
+	fold, pair       bool
+	pairBN, pairGrid int
+	tileKeys         devPtr // set by an LM head that writes tile maxima for the sampler
+	err              error
+}
+
+func (d *Device) newStep(p *stepPlan) step {
+	s := step{d: d, p: p, N: p.lay.nTok, M: p.lay.nSample}
+	s.small = d.useGemv(s.N)
+	s.fold = d.lnFold(s.N)
+	s.pairBN, s.pairGrid, s.pair = d.pairShape(s.N)
+	return s
+}
+
+// end records err, the outcome of the op named name, and tells the
+// instrumentation hook that the op is done.
+func (s *step) end(name string, err error) {
+	if s.err == nil {
+		s.err = err
+	}
+	if s.err == nil {
+		s.err = s.d.opDone(name)
+	}
+}
+
+// encoder: residual = wte[token] + wpe[position], for every row. It also
+// takes decode tokens sampled by the previous step (act.outTok), and clears
+// the LayerNorm fold's row statistics, which attproj's blocks add into (and
+// gemm_wg_pair's blocks count through its barrier), so no memset node stands
+// before it on every step's critical path.
+func (s *step) encoder() {
+	if s.err != nil {
+		return
+	}
+	d, g, a, p, lay := s.d, s.d.g, &s.d.act, s.p, &s.p.lay
 	nzero := 0
-	if fold {
-		nzero = lnStatsWords(L, N)
+	if s.fold {
+		nzero = lnStatsWords(d.cfg.NumLayers, s.N)
 	}
 	// The step's first kernel follows the inputs' host-to-device copy, not a
-	// kernel: it launches without programmatic dependent launch. It also
-	// takes decode tokens sampled by the previous step (a.outTok).
+	// kernel: it launches without programmatic dependent launch.
 	pdl := g.pdl
 	g.pdl = false
-	err := g.launch(d.k.encoder, ceilDiv(N*C, 256), 1, 1, 256, 0,
+	err := g.launch(d.k.encoder, ceilDiv(s.N*d.cfg.Channels, 256), 1, 1, 256, 0,
 		argPtr(a.residual), argPtr(p.in(lay.tokens)), argPtr(a.outTok), argPtr(p.in(lay.srcRows)), argPtr(p.in(lay.pos)),
-		argPtr(d.w.wte), argPtr(d.w.wpe), argInt(N), argInt(C), argPtr(a.lnStats), argInt(nzero))
+		argPtr(d.w.wte), argPtr(d.w.wpe), argInt(s.N), argInt(d.cfg.Channels), argPtr(a.lnStats), argInt(nzero))
 	g.pdl = pdl
-	if err != nil {
-		return err
+	s.end("encoder", err)
+}
+
+// ln1QKV: qkv = LayerNorm(residual; ln_1) @ W_qkv^T + b_qkv (fp16).
+func (s *step) ln1QKV(l int) {
+	if s.err != nil {
+		return
 	}
-	if err := d.opDone("encoder"); err != nil {
-		return err
+	d, a, w, C := s.d, &s.d.act, &s.d.w.layers[l], s.d.cfg.Channels
+	if s.small {
+		s.end("gemv_ln_qkv", d.gemvLN(a.qkv, 3*C, a.residual, 0, w.ln1W, w.ln1B, w.qkvW, w.qkvB, s.N, 3*C, gemvOut16Bias, 0))
+		return
 	}
-	small := d.useGemv(N) // projections through gemv.cu, LayerNorm fused
-	for l := 0; l < L; l++ {
-		w := &d.w.layers[l]
-		kc, vc := d.kvLayer(l)
-		if small {
-			if err := d.gemvLN(a.qkv, 3*C, a.residual, 0, w.ln1W, w.ln1B, w.qkvW, w.qkvB, N, 3*C, gemvOut16Bias, 0); err != nil {
-				return err
-			}
-			if err := d.opDone("gemv_ln_qkv"); err != nil {
-				return err
-			}
-		} else {
-			if err := d.lnProjection(a.qkv, 3*C, w.ln1W, w.ln1B, w.qkvW, w.qkvB, N, 3*C, false, "gemm_qkv"); err != nil {
-				return err
-			}
+	// lnProjection tells the hook of its "layernorm" and of "gemm_qkv".
+	s.err = d.lnProjection(a.qkv, 3*C, w.ln1W, w.ln1B, w.qkvW, w.qkvB, s.N, 3*C, false, "gemm_qkv")
+}
+
+// kvWrite stores the keys and values of a step's prompt rows in layer l's
+// cache (the decode kernels store their own row's as they read).
+func (s *step) kvWrite(l int) {
+	if s.err != nil || s.p.nPrefill == 0 {
+		return
+	}
+	d, p, lay := s.d, s.p, &s.p.lay
+	kc, vc := d.kvLayer(l)
+	NH := d.cfg.NumHeads
+	s.end("kv_write", d.g.launch(d.k.kvWrite, ceilDiv(s.N*d.cfg.Channels/8, 256), 1, 1, 256, 0,
+		argPtr(kc), argPtr(vc), argPtr(d.act.qkv), argPtr(p.in(lay.slots)), argInt(s.N), argInt(NH), argInt(d.cfg.Channels/NH),
+		argInt(d.kv.BlockSizeTokens)))
+}
+
+// attnDecode: attention of the step's one-token rows over their sequences'
+// cached keys and values, split over key slices where the rows are few
+// (decodeSplits).
+func (s *step) attnDecode(l int) {
+	if s.err != nil || s.p.nDecode == 0 {
+		return
+	}
+	d, g, a, p, lay := s.d, s.d.g, &s.d.act, s.p, &s.p.lay
+	kc, vc := d.kvLayer(l)
+	NH := d.cfg.NumHeads
+	HD := d.cfg.Channels / NH
+	nsplit, r4 := d.decodeSplits(p.nDecode)
+	k := d.k.decode
+	shape := decodeShape(d.path.warpDecode, NH, nsplit)
+	switch {
+	case r4:
+		k = d.k.decodeSplitsR4
+	case shape.splitsKernel:
+		k = d.k.decodeSplits
+	}
+	err := g.launch(k, p.nDecode, shape.gridY, shape.gridZ, shape.threads, shape.smem,
+		argPtr(a.attn), argPtr(a.qkv), argPtr(kc), argPtr(vc), argPtr(p.in(lay.blockTables)), argInt(d.cache.maxBlocks),
+		argPtr(p.in(lay.qStart)), argPtr(p.in(lay.ctx)), argPtr(p.in(lay.newFrom)), argPtr(p.in(lay.decSeqs)), argInt(NH),
+		argInt(d.kv.BlockSizeTokens), argF32(attentionScale(HD)), argInt(nsplit), argPtr(a.attnPart))
+	if err == nil && nsplit > 1 && !d.path.warpDecode { // the warp kernel merges its splits itself
+		err = g.launch(d.k.combine, p.nDecode, NH, 1, ceilDiv(HD, 32)*32, 0,
+			argPtr(a.attn), argPtr(a.attnPart), argPtr(p.in(lay.qStart)), argPtr(p.in(lay.decSeqs)), argInt(NH), argInt(HD), argInt(nsplit))
+	}
+	s.end("attn_decode", err)
+}
+
+// attnPrefill: causal attention of the step's prompt chunks, each over its
+// cached prefix and itself, one block per tile of query rows and head.
+func (s *step) attnPrefill(l int) {
+	lay := &s.p.lay
+	if s.err != nil || lay.nTiles == 0 {
+		return
+	}
+	d, a, p := s.d, &s.d.act, s.p
+	kc, vc := d.kvLayer(l)
+	NH := d.cfg.NumHeads
+	s.end("attn_prefill", d.g.launch(d.k.prefill, lay.nTiles, NH, 1, 128, 0, // both prefill kernels use 128 threads
+		argPtr(a.attn), argPtr(a.qkv), argPtr(kc), argPtr(vc), argPtr(p.in(lay.blockTables)), argInt(d.cache.maxBlocks),
+		argPtr(p.in(lay.qStart)), argPtr(p.in(lay.qLen)), argPtr(p.in(lay.ctx)), argPtr(p.in(lay.tileSeq)), argPtr(p.in(lay.tileQ0)),
+		argInt(NH), argInt(d.kv.BlockSizeTokens), argF32(attentionScale(d.cfg.Channels/NH))))
+}
+
+// attProjFC: residual += attn @ W_attproj^T + b; fc = GELU(LayerNorm(residual;
+// ln_2) @ W_fc^T + b_fc) (fp16). With the fold, both projections carry the
+// LayerNorm in their epilogues (foldedLN2).
+func (s *step) attProjFC(l int) {
+	if s.err != nil {
+		return
+	}
+	d, a, w, C, N := s.d, &s.d.act, &s.d.w.layers[l], s.d.cfg.Channels, s.N
+	switch {
+	case s.small:
+		s.end("gemv_attproj", d.gemv(a.residual, C, a.attn, C, w.attProjW, w.attProjB, N, C, C, gemvResidual))
+		if s.err == nil {
+			s.end("gemv_ln_fc_gelu", d.gemvLN(a.fc, 4*C, a.residual, 0, w.ln2W, w.ln2B, w.fcW, w.fcB, N, 4*C, gemvOut16BiasGelu, 0))
 		}
-		if p.nPrefill > 0 {
-			if err := g.launch(d.k.kvWrite, ceilDiv(N*C/8, 256), 1, 1, 256, 0,
-				argPtr(kc), argPtr(vc), argPtr(a.qkv), argPtr(p.in(lay.slots)), argInt(N), argInt(NH), argInt(HD), argInt(d.kv.BlockSizeTokens)); err != nil {
-				return err
-			}
-			if err := d.opDone("kv_write"); err != nil {
-				return err
-			}
-		}
-		if p.nDecode > 0 {
-			nsplit, r4 := d.decodeSplits(p.nDecode)
-			k := d.k.decode
-			shape := decodeShape(d.path.warpDecode, NH, nsplit)
-			switch {
-			case r4:
-				k = d.k.decodeSplitsR4
-			case shape.splitsKernel:
-				k = d.k.decodeSplits
-			}
-			if err := g.launch(k, p.nDecode, shape.gridY, shape.gridZ, shape.threads, shape.smem,
-				argPtr(a.attn), argPtr(a.qkv), argPtr(kc), argPtr(vc), argPtr(p.in(lay.blockTables)), argInt(d.cache.maxBlocks),
-				argPtr(p.in(lay.qStart)), argPtr(p.in(lay.ctx)), argPtr(p.in(lay.newFrom)), argPtr(p.in(lay.decSeqs)), argInt(NH), argInt(d.kv.BlockSizeTokens), argF32(scale),
-				argInt(nsplit), argPtr(a.attnPart)); err != nil {
-				return err
-			}
-			if nsplit > 1 && !d.path.warpDecode { // the warp kernel merges its splits itself
-				if err := g.launch(d.k.combine, p.nDecode, NH, 1, ceilDiv(HD, 32)*32, 0,
-					argPtr(a.attn), argPtr(a.attnPart), argPtr(p.in(lay.qStart)), argPtr(p.in(lay.decSeqs)), argInt(NH), argInt(HD), argInt(nsplit)); err != nil {
-					return err
-				}
-			}
-			if err := d.opDone("attn_decode"); err != nil {
-				return err
-			}
-		}
-		if lay.nTiles > 0 {
-			if err := g.launch(d.k.prefill, lay.nTiles, NH, 1, 128, 0, // both prefill kernels use 128 threads
-				argPtr(a.attn), argPtr(a.qkv), argPtr(kc), argPtr(vc), argPtr(p.in(lay.blockTables)), argInt(d.cache.maxBlocks),
-				argPtr(p.in(lay.qStart)), argPtr(p.in(lay.qLen)), argPtr(p.in(lay.ctx)), argPtr(p.in(lay.tileSeq)), argPtr(p.in(lay.tileQ0)),
-				argInt(NH), argInt(d.kv.BlockSizeTokens), argF32(scale)); err != nil {
-				return err
-			}
-			if err := d.opDone("attn_prefill"); err != nil {
-				return err
-			}
-		}
-		if small {
-			if err := d.gemv(a.residual, C, a.attn, C, w.attProjW, w.attProjB, N, C, C, gemvResidual); err != nil {
-				return err
-			}
-			if err := d.opDone("gemv_attproj"); err != nil {
-				return err
-			}
-			if err := d.gemvLN(a.fc, 4*C, a.residual, 0, w.ln2W, w.ln2B, w.fcW, w.fcB, N, 4*C, gemvOut16BiasGelu, 0); err != nil {
-				return err
-			}
-			if err := d.opDone("gemv_ln_fc_gelu"); err != nil {
-				return err
-			}
-			if err := d.gemv(a.residual, C, a.fc, 4*C, w.fcProjW, w.fcProjB, N, 4*C, C, gemvResidual); err != nil {
-				return err
-			}
-			if err := d.opDone("gemv_fcproj"); err != nil {
-				return err
-			}
-			continue
-		}
-		if fold {
-			if err := d.foldedLN2(l, N, pair, pairBN, pairGrid); err != nil {
-				return err
-			}
-		} else {
-			if err := d.residualGemm(a.attn, w.attProjW, w.attProjB, w.attProjB16, N, C); err != nil {
-				return err
-			}
-			if err := d.opDone("gemm_attproj"); err != nil {
-				return err
-			}
-			if err := d.lnProjection(a.fc, 4*C, w.ln2W, w.ln2B, w.fcW, w.fcB, N, 4*C, true, "gemm_fc_gelu"); err != nil {
-				return err
-			}
-		}
-		if err := d.residualGemm(a.fc, w.fcProjW, w.fcProjB, w.fcProjB16, N, 4*C); err != nil {
-			return err
-		}
-		if err := d.opDone("gemm_fcproj"); err != nil {
-			return err
+	case s.fold:
+		s.err = d.foldedLN2(l, N, s.pair, s.pairBN, s.pairGrid) // tells the hook of its projections
+	default:
+		s.end("gemm_attproj", d.residualGemm(a.attn, w.attProjW, w.attProjB, w.attProjB16, N, C))
+		if s.err == nil {
+			s.err = d.lnProjection(a.fc, 4*C, w.ln2W, w.ln2B, w.fcW, w.fcB, N, 4*C, true, "gemm_fc_gelu")
 		}
 	}
-	if M == 0 {
-		return nil
+}
+
+// fcProj: residual += fc @ W_fcproj^T + b_fcproj.
+func (s *step) fcProj(l int) {
+	if s.err != nil {
+		return
 	}
-	// Only the rows that sample go through ln_f and the LM head.
-	tileKeys := devPtr(0) // the sampler scans whole rows unless the LM head wrote tile keys
+	d, a, w, C, N := s.d, &s.d.act, &s.d.w.layers[l], s.d.cfg.Channels, s.N
+	if s.small {
+		s.end("gemv_fcproj", d.gemv(a.residual, C, a.fc, 4*C, w.fcProjW, w.fcProjB, N, 4*C, C, gemvResidual))
+		return
+	}
+	s.end("gemm_fcproj", d.residualGemm(a.fc, w.fcProjW, w.fcProjB, w.fcProjB16, N, 4*C))
+}
+
+// lmHead: logits = LayerNorm(residual; ln_f) @ wte^T at the sampled rows,
+// through lmhead.cu (tile maxima for the sampler), gemv.cu or, for more than
+// 16 rows, a LayerNorm kernel and cuBLASLt.
+func (s *step) lmHead() {
+	if s.err != nil {
+		return
+	}
+	d, a, p, lay, M := s.d, &s.d.act, s.p, &s.p.lay, s.M
 	switch {
 	case d.useGemv(M) && d.path.lmheadOK:
-		if err := d.lmhead(p.in(lay.sampleRows), M); err != nil {
-			return err
-		}
-		tileKeys = a.tileKeys
-		if err := d.opDone(opLMHeadTiled); err != nil {
-			return err
-		}
+		s.end(opLMHeadTiled, d.lmhead(p.in(lay.sampleRows), M))
+		s.tileKeys = a.tileKeys
 	case d.useGemv(M):
 		// One SM stays free for the sampler (see lmhead).
-		if err := d.gemvLN(a.logits, d.vocabPadded, a.residual, p.in(lay.sampleRows), d.w.lnfW, d.w.lnfB, d.w.wte, 0, M, d.vocabPadded, gemvOut32, 1); err != nil {
-			return err
-		}
-		if err := d.opDone(opLMHeadGemv); err != nil {
-			return err
-		}
+		s.end(opLMHeadGemv, d.gemvLN(a.logits, d.vocabPadded, a.residual, p.in(lay.sampleRows), d.w.lnfW, d.w.lnfB, d.w.wte, 0, M,
+			d.vocabPadded, gemvOut32, 1))
 	default:
-		if err := d.layernorm(a.lnf, a.residual, p.in(lay.sampleRows), d.w.lnfW, d.w.lnfB, M, eps); err != nil {
-			return err
-		}
-		if err := d.opDone("layernorm_f"); err != nil {
-			return err
-		}
-		if err := d.lmheadGemm(gemmRows(M, d.opts.MaxSeqs)); err != nil {
-			return err
-		}
-		if err := d.opDone(opLMHeadGemm); err != nil {
-			return err
+		s.end("layernorm_f", d.layernorm(a.lnf, a.residual, p.in(lay.sampleRows), d.w.lnfW, d.w.lnfB, M, d.cfg.LayerNormEpsilon))
+		if s.err == nil {
+			s.end(opLMHeadGemm, d.lmheadGemm(gemmRows(M, d.opts.MaxSeqs)))
 		}
 	}
+}
+
+// sample draws each sampled row's token (temperature, top-k, top-p, the
+// banned token; its logprob when asked) into act.outTok and the stage's
+// mapped host memory.
+func (s *step) sample() {
+	if s.err != nil {
+		return
+	}
+	d, a, p, lay, M := s.d, &s.d.act, s.p, &s.p.lay, s.M
 	sampler := d.k.sample
 	if d.halfLogits(M) {
 		sampler = d.k.sampleH
 	}
-	if err := g.launch(sampler, M, 1, 1, 1024, 0,
+	s.end("sample", d.g.launch(sampler, M, 1, 1, 1024, 0,
 		argPtr(a.outTok), argPtr(a.logits), argInt(d.vocabPadded), argInt(d.cfg.VocabSize),
 		argPtr(p.in(lay.temp)), argPtr(p.in(lay.topK)), argPtr(p.in(lay.topP)), argPtr(p.in(lay.seedLo)), argPtr(p.in(lay.seedHi)),
-		argPtr(p.in(lay.index)), argPtr(p.in(lay.banned)), argPtr(p.in(lay.wantLP)), argPtr(tileKeys), argPtr(p.in(lay.hostOut))); err != nil {
-		return err
-	}
-	return d.opDone("sample")
+		argPtr(p.in(lay.index)), argPtr(p.in(lay.banned)), argPtr(p.in(lay.wantLP)), argPtr(s.tileKeys), argPtr(p.in(lay.hostOut))))
 }
+
+// attentionScale is 1/sqrt(HD), the scores' scale.
+func attentionScale(HD int) float32 { return float32(1 / math.Sqrt(float64(HD))) }
 
 // halfLogits says whether a step of M sampled rows leaves fp16 logits:
 // where the LM head is cuBLASLt's (17+ rows, every step without the GEMV
