@@ -38,6 +38,11 @@ type Config struct {
 	MaxBodyBytes    int64                // default 8 MiB
 	ShutdownTimeout time.Duration
 	EnablePprof     bool
+	// APIKey, when set, is the key every /v1 route, /start_profile,
+	// /stop_profile and /debug/pprof require as "Authorization: Bearer
+	// <key>" (auth.go); /metrics too with MetricsAuth. Empty: all open.
+	APIKey      string
+	MetricsAuth bool
 	// ChatFormat renders chat messages as the prompt: the model family's
 	// (launch.Resolved.Family.Chat); default arch.PlainChat, the
 	// role-prefixed format of families without a template.
@@ -173,7 +178,7 @@ func (s *Server) Close() error {
 	return err
 }
 
-func (s *Server) routes() http.Handler { return s.recoverPanics(s.mux()) }
+func (s *Server) routes() http.Handler { return s.recoverPanics(s.requireAPIKey(s.mux())) }
 
 // mux maps routes to handlers (the fuzz test calls it without recoverPanics,
 // so that a panic fails the test).
