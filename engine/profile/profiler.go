@@ -1,6 +1,8 @@
 // Package profile is roseinfer's own profiler, driven over HTTP by the
 // harness's profile stage: POST /start_profile begins a capture, POST
-// /stop_profile ends it and writes the files into the requested directory.
+// /stop_profile ends it and writes the files into the requested directory,
+// which must lie inside the profile directory fixed at start (Options.Dir,
+// roseinfer serve --profile-dir).
 //
 // Two tools:
 //   - "torch" (the original's name, kept so its harness works unchanged):
@@ -106,6 +108,13 @@ type Options struct {
 	GoroutineInterval    time.Duration
 	Getenv               func(string) string // default os.Getenv
 	Info                 map[string]string   // written into trace.json's otherData (device, model)
+	// Dir, when set, is the only directory captures write under: a start
+	// request's output_dir must resolve inside it (a relative one is taken
+	// relative to it, an empty one is Dir itself), or Start fails naming
+	// Dir (dir.go). Empty: output_dir is required and used as given, which
+	// only tests and library callers should rely on; roseinfer serve
+	// always sets it (--profile-dir).
+	Dir string
 }
 
 // Profiler runs one capture at a time. Safe for concurrent use.
@@ -142,6 +151,11 @@ func New(rec *Recorder, opts Options) *Profiler {
 	if opts.Getenv == nil {
 		opts.Getenv = os.Getenv
 	}
+	if opts.Dir != "" {
+		if abs, err := filepath.Abs(opts.Dir); err == nil {
+			opts.Dir = abs // relative output_dirs join it; answers name it
+		}
+	}
 	return &Profiler{rec: rec, opts: opts}
 }
 
@@ -149,8 +163,8 @@ func New(rec *Recorder, opts Options) *Profiler {
 func (p *Profiler) Recorder() *Recorder { return p.rec }
 
 // Start begins a capture. It fails if one is running, the tool is unknown,
-// the directory cannot be made, or the Go CPU profiler is busy (for
-// example with /debug/pprof/profile).
+// output_dir is outside Options.Dir or cannot be made, or the Go CPU
+// profiler is busy (for example with /debug/pprof/profile).
 func (p *Profiler) Start(req StartRequest) error {
 	if req.Tool == "" {
 		req.Tool = ToolTorch
@@ -162,8 +176,9 @@ func (p *Profiler) Start(req StartRequest) error {
 	default:
 		return fmt.Errorf("unknown tool %q (want %s or %s)", req.Tool, ToolTorch, ToolPprof)
 	}
-	if req.OutputDir == "" {
-		return errors.New("output_dir is required")
+	dir, err := p.outputDir(req.OutputDir)
+	if err != nil {
+		return err
 	}
 	win, err := p.window(req)
 	if err != nil {
@@ -174,10 +189,10 @@ func (p *Profiler) Start(req StartRequest) error {
 	if p.cur != nil {
 		return fmt.Errorf("a %s capture is already running (stop it first)", p.cur.tool)
 	}
-	if err := os.MkdirAll(req.OutputDir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("output_dir: %w", err)
 	}
-	s := &session{tool: req.Tool, dir: req.OutputDir, isPprof: req.Tool == ToolPprof}
+	s := &session{tool: req.Tool, dir: dir, isPprof: req.Tool == ToolPprof}
 	if s.isPprof {
 		if err := p.startPprof(s); err != nil {
 			return err
