@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -27,7 +28,11 @@ type serveOptions struct {
 	seed           int64
 	hasSeed        bool
 	pprof          bool
+	pprofGiven     bool // --pprof or --pprof=false on the command line
 	logLevel       string
+	apiKey         string
+	metricsAuth    bool
+	profileDir     string
 
 	// ready, when set, is called with the server's URL once it listens
 	// (tests use it with --port 0).
@@ -36,7 +41,7 @@ type serveOptions struct {
 
 func newServeCommand() *cobra.Command {
 	o := serveOptions{engineOptions: defaultEngineOptions(), host: "127.0.0.1", port: 8000,
-		modelName: server.DefaultModelName, streamInterval: 1, pprof: true, logLevel: "info"}
+		modelName: server.DefaultModelName, streamInterval: 1, logLevel: "info"}
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the OpenAI-compatible API (/v1/completions, /v1/chat/completions, /metrics...)",
@@ -51,6 +56,7 @@ streaming or not, until SIGINT or SIGTERM (open requests get a few seconds to fi
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.hasSeed = cmd.Flags().Changed("seed")
+			o.pprofGiven = cmd.Flags().Changed("pprof")
 			return runServe(cmd.Context(), o, cmd.ErrOrStderr())
 		},
 	}
@@ -61,7 +67,10 @@ streaming or not, until SIGINT or SIGTERM (open requests get a few seconds to fi
 	fs.StringVar(&o.modelName, "served-model-name", o.modelName, "model name clients must send (or omit)")
 	fs.IntVar(&o.streamInterval, "stream-interval", o.streamInterval, "streamed chunks carry at least this many tokens after the first")
 	fs.Int64Var(&o.seed, "seed", o.seed, "base seed for requests without a \"seed\" (default: random per request)")
-	fs.BoolVar(&o.pprof, "pprof", o.pprof, "serve /debug/pprof/")
+	fs.BoolVar(&o.pprof, "pprof", o.pprof, "serve /debug/pprof/ (default: only when --host is loopback; --pprof=false: never)")
+	fs.StringVar(&o.apiKey, "api-key", o.apiKey, "require \"Authorization: Bearer KEY\" on /v1/*, /start_profile, /stop_profile and /debug/pprof (default $"+envAPIKey+"; empty: no key)")
+	fs.BoolVar(&o.metricsAuth, "metrics-auth", o.metricsAuth, "require the API key on /metrics too")
+	fs.StringVar(&o.profileDir, "profile-dir", o.profileDir, "/start_profile writes only inside this directory (default: a new temp dir, logged at start)")
 	fs.StringVar(&o.logLevel, "log-level", o.logLevel, "debug, info, warn or error")
 	return cmd
 }
@@ -79,6 +88,10 @@ func runServe(ctx context.Context, o serveOptions, logOut io.Writer) error {
 	if o.port < 0 || o.port > 65535 {
 		return fmt.Errorf("--port must be in [0, 65535], got %d", o.port)
 	}
+	key := apiKey(o.apiKey, os.Getenv)
+	if err := checkAccessFlags(key, o.metricsAuth); err != nil {
+		return err
+	}
 	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
 	// The engine reports its phases to the profiler's recorder (trace.json
 	// of /start_profile), which also asks the device for its GPU spans; the
@@ -91,7 +104,12 @@ func runServe(ctx context.Context, o serveOptions, logOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	prof := profile.New(recorder, profile.Options{
+	profileDir, closeProfileDir, err := openProfileDir(o.profileDir, log)
+	if err != nil {
+		return err
+	}
+	defer closeProfileDir() // after prof.Close has written a capture still running
+	prof := profile.New(recorder, profile.Options{Dir: profileDir,
 		Info: map[string]string{"model": info.Name, "device": info.Device}})
 	defer prof.Close()
 	srv, err := server.New(server.Config{
@@ -102,7 +120,9 @@ func runServe(ctx context.Context, o serveOptions, logOut io.Writer) error {
 		Tokenizer:      info.Tokenizer,
 		ChatFormat:     info.Family.Chat,
 		StreamInterval: o.streamInterval,
-		EnablePprof:    o.pprof,
+		EnablePprof:    pprofEnabled(o.host, o.pprofGiven, o.pprof),
+		APIKey:         key,
+		MetricsAuth:    o.metricsAuth,
 		ProfileHandler: prof.Handler(),
 		Logger:         log,
 		BaseSeed:       uint64(o.seed),
