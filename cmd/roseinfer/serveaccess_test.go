@@ -22,12 +22,19 @@ func TestPprofDefault(t *testing.T) {
 		isGiven, value, want bool
 	}{
 		{"127.0.0.1", false, false, true},
-		{"localhost", false, false, true},
+		{"127.3.2.1", false, false, true}, // all of 127.0.0.0/8
 		{"::1", false, false, true},
-		{"0.0.0.0", false, false, false},
-		{"", false, false, false},
+		{"[::1]", false, false, true},
+		{"::ffff:127.0.0.1", false, false, true},
+		{"localhost", false, false, true},
+		{"LocalHost.", false, false, true},
+		{"", false, false, false},        // every interface
+		{"0.0.0.0", false, false, false}, // every interface
+		{"::", false, false, false},
 		{"10.1.2.3", false, false, false},
-		{"myhost", false, false, false},
+		{"128.0.0.1", false, false, false},
+		{"myhost", false, false, false}, // a name is not looked up
+		{"localhost.example.com", false, false, false},
 		{"0.0.0.0", true, true, true},     // --pprof
 		{"127.0.0.1", true, false, false}, // --pprof=false
 		{"0.0.0.0", true, false, false},
