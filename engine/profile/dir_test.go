@@ -52,6 +52,9 @@ func TestOutputDirConfined(t *testing.T) {
 		if code != 400 || !strings.Contains(detail, "outside the profile directory "+root) {
 			t.Errorf("%s: %d %v, want 400 naming %s", tc.name, code, m, root)
 		}
+		if code == 200 { // stop it, so that the next case is judged alone
+			post(t, srv.URL+StopPath, "")
+		}
 		if tc.mustNotExist == "" {
 			continue
 		}
