@@ -41,8 +41,8 @@ func pprofEnabled(host string, isFlagGiven, flagValue bool) bool {
 // openProfileDir makes the profile directory (--profile-dir; "" = a new
 // temp dir) and returns its absolute path. The directory stays when the
 // server stops, since the captures in it are the output, unless it was the
-// temp dir and is still empty: then close removes it.
-func openProfileDir(dir string, log *slog.Logger) (path string, close func(), err error) {
+// temp dir and is still empty: then closeDir removes it.
+func openProfileDir(dir string, log *slog.Logger) (path string, closeDir func(), err error) {
 	isTemp := dir == ""
 	if isTemp {
 		dir, err = os.MkdirTemp("", "roseinfer-profiles-")
@@ -56,12 +56,12 @@ func openProfileDir(dir string, log *slog.Logger) (path string, close func(), er
 		return "", nil, fmt.Errorf("--profile-dir: %w", err)
 	}
 	log.Info("profile dir", "path", dir)
-	close = func() {
+	closeDir = func() {
 		if isTemp {
 			_ = os.Remove(dir) // fails, and keeps it, when a capture wrote there
 		}
 	}
-	return dir, close, nil
+	return dir, closeDir, nil
 }
 
 // checkAccessFlags rejects settings that would not do what they say.
