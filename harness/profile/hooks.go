@@ -58,10 +58,11 @@ const (
 // custom) get genericHook: nsys only.
 var hooks = map[string]*hook{
 	baseRoseinfer: {
-		tools: []string{ToolTorch, ToolNsys, ToolPprof},
-		env:   roseinferEnv,
-		begin: roseinferBegin,
-		end:   roseinferEnd,
+		tools:      []string{ToolTorch, ToolNsys, ToolPprof},
+		serverArgs: roseinferArgs,
+		env:        roseinferEnv,
+		begin:      roseinferBegin,
+		end:        roseinferEnd,
 	},
 	baseVLLM: {
 		tools:      []string{ToolTorch, ToolNsys},
@@ -104,6 +105,11 @@ func flag01(b bool) string {
 	}
 	return "0"
 }
+
+// roseinferArgs confines the server's captures to the capture's directory:
+// roseinfer serve writes profiles only under --profile-dir, and the stage
+// asks for them in c.outDir.
+func roseinferArgs(c *capture) []string { return []string{"--profile-dir", c.outDir} }
 
 // roseinferEnv: the original's torch variables, which our server reads for
 // its phase trace's step window (the other three are accepted for

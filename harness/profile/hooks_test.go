@@ -64,6 +64,10 @@ func TestServerArgvAndEnvGolden(t *testing.T) {
 	nsys := fakeNsys(t)
 	server := []string{"python", "-m", "server", "--port", "18000"}
 	taskset := []string{"taskset", "-c", "0-3"}
+	// roseinfer's captures are confined to their directory (--profile-dir).
+	profileDir := func(tool, label string) []string {
+		return []string{"--profile-dir", "/runs/online_x/profiles/" + tool + "/" + label}
+	}
 	nsysArgs := func(label string) []string {
 		return []string{nsys, "profile", "--force-overwrite=true", "--capture-range=none", "--trace=cuda,nvtx,osrt",
 			"--cuda-graph-trace=node", "--sample=none", "--trace-fork-before-exec=true", "-o",
@@ -85,15 +89,16 @@ func TestServerArgvAndEnvGolden(t *testing.T) {
 		wantArgv    []string
 		wantEnv     map[string]string
 	}{
-		{ToolTorch, "roseinfer", nil, cat(taskset, server), map[string]string{
+		{ToolTorch, "roseinfer", nil, cat(taskset, server, profileDir("torch", "roseinfer")), map[string]string{
 			"ROSEINFER_NVTX": "1", "ROSEINFER_TORCH_PROFILE_WITH_STACK": "0", "ROSEINFER_TORCH_PROFILE_RECORD_SHAPES": "0",
 			"ROSEINFER_TORCH_PROFILE_WITH_PROFILE_MEMORY": "0", "ROSEINFER_TORCH_PROFILE_DELAY_STEPS": "0",
 			"ROSEINFER_TORCH_PROFILE_NUM_STEPS": "20"}},
-		{ToolTorch, "roseinfer+nocache", func(o *Options) { o.TorchMinimal = false; o.TorchWithStack = true }, cat(taskset, server),
+		{ToolTorch, "roseinfer+nocache", func(o *Options) { o.TorchMinimal = false; o.TorchWithStack = true },
+			cat(taskset, server, profileDir("torch", "roseinfer+nocache")),
 			map[string]string{"ROSEINFER_NVTX": "1", "ROSEINFER_TORCH_PROFILE_WITH_STACK": "1",
 				"ROSEINFER_TORCH_PROFILE_RECORD_SHAPES": "0", "ROSEINFER_TORCH_PROFILE_WITH_PROFILE_MEMORY": "0"}},
-		{ToolPprof, "roseinfer", nil, cat(taskset, server), map[string]string{"ROSEINFER_NVTX": "1"}},
-		{ToolNsys, "roseinfer", nil, cat(nsysArgs("roseinfer"), taskset, server), map[string]string{"ROSEINFER_NVTX": "1"}},
+		{ToolPprof, "roseinfer", nil, cat(taskset, server, profileDir("pprof", "roseinfer")), map[string]string{"ROSEINFER_NVTX": "1"}},
+		{ToolNsys, "roseinfer", nil, cat(nsysArgs("roseinfer"), taskset, server, profileDir("nsys", "roseinfer")), map[string]string{"ROSEINFER_NVTX": "1"}},
 		{ToolTorch, "vllm", func(o *Options) { o.TorchDelaySteps, o.TorchNumSteps, o.TorchRecordShape = 3, 7, true }, cat(taskset, server),
 			map[string]string{"ROSEINFER_NVTX": "1", "VLLM_TORCH_PROFILER_DIR": abs("torch", "vllm"),
 				"VLLM_TORCH_PROFILER_WITH_STACK": "0", "VLLM_TORCH_PROFILER_RECORD_SHAPES": "1",
