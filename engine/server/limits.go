@@ -81,8 +81,7 @@ func (cfg *Config) readTimeouts() (whole, header time.Duration) {
 // being read fit the server-wide cap. It reserves the body's
 // Content-Length (or the per-request limit for a chunked body, which
 // MaxBytesReader then enforces) before the handler reads a byte, and
-// releases it when the body has been read to its end or the handler
-// returns. A body over the per-request limit is refused at once (413),
+// releases it when the handler calls doneReading or returns. A body over the per-request limit is refused at once (413),
 // without reading it.
 func (s *Server) limitBodies(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -128,25 +127,22 @@ func (s *Server) refuseUnread(w http.ResponseWriter, e *Error) {
 	s.fail(w, e)
 }
 
-// budgetedBody gives its reservation back as soon as the body is read to
-// its end (or fails): the handler may go on generating for minutes, and
-// that is no longer reading.
+// budgetedBody is a body holding a reservation in the budget. release is
+// idempotent.
 type budgetedBody struct {
 	io.ReadCloser
 	release func()
 }
 
-func (b *budgetedBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err != nil {
+// doneReading gives back a request's reservation once its handler has
+// turned the body into a plan. Until then the bytes are live several times
+// over (the decoder's buffer, the raw prompt, its text), which is why the
+// reservation outlasts the read; after it a generation may run for minutes,
+// and no longer holds them. Other handlers give it back when they return.
+func doneReading(r *http.Request) {
+	if b, ok := r.Body.(*budgetedBody); ok {
 		b.release()
 	}
-	return n, err
-}
-
-func (b *budgetedBody) Close() error {
-	b.release()
-	return b.ReadCloser.Close()
 }
 
 // byteBudget is a counting semaphore over bytes. golang.org/x/sync's
