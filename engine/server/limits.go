@@ -19,10 +19,10 @@ import (
 //     for as long as it liked. The response is not bounded: a generation
 //     may stream for minutes (net/http lifts the read deadline once the body
 //     is read, so it does not cancel the request's context).
-//   - MaxBodyBytesInflight bounds the bytes of all bodies being read at once.
-//     Without it 20 concurrent 7.8 MB bodies took the server's RSS from 82 to
-//     592 MB before each was rejected. A body waits up to BodyBudgetWait for
-//     room, then gets 503 with Retry-After.
+//   - MaxBodyBytesInflight bounds the bytes of all bodies being read and
+//     parsed at once. Without it 20 concurrent 7.8 MB bodies took the
+//     server's RSS from 82 to 592 MB before each was rejected. A body waits
+//     up to BodyBudgetWait for room, then gets 503 with Retry-After.
 //
 // Both are documented in docs/roseinfer-api.md and docs/roseinfer-flags.md.
 
@@ -78,11 +78,11 @@ func (cfg *Config) readTimeouts() (whole, header time.Duration) {
 }
 
 // limitBodies admits a request's body only while the bytes of all bodies
-// being read fit the server-wide cap. It reserves the body's
+// being read and parsed fit the server-wide cap. It reserves the body's
 // Content-Length (or the per-request limit for a chunked body, which
 // MaxBytesReader then enforces) before the handler reads a byte, and
-// releases it when the handler calls doneReading or returns. A body over the per-request limit is refused at once (413),
-// without reading it.
+// releases it when the handler calls doneReading or returns. A body over the
+// per-request limit is refused at once (413), without reading it.
 func (s *Server) limitBodies(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		numBytes := r.ContentLength
@@ -154,7 +154,7 @@ func doneReading(r *http.Request) {
 type byteBudget struct {
 	mu            sync.Mutex
 	numBytes      int64         // the cap
-	numBytesInUse int64         // reserved by bodies being read
+	numBytesInUse int64         // reserved by bodies being read and parsed
 	released      chan struct{} // closed, and replaced, whenever bytes are released
 }
 

@@ -51,9 +51,10 @@ type Config struct {
 	// n). Otherwise the engine picks a random seed for them.
 	BaseSeed    uint64
 	HasBaseSeed bool
-	// Limits on reading requests (limits.go); 0 = default, < 0 = none.
+	// Limits on receiving requests (limits.go). For the first two, 0 means
+	// the default and < 0 none.
 	RequestReadTimeout   time.Duration // headers + body of one request; default 30 s
-	MaxBodyBytesInflight int64         // bytes of all bodies being read at once; default 64 MiB
+	MaxBodyBytesInflight int64         // bytes of all bodies being read and parsed at once; default 64 MiB
 	BodyBudgetWait       time.Duration // how long a body waits for room under it, then 503; default 1 s
 }
 
@@ -73,7 +74,7 @@ type Server struct {
 	idBase   string        // random per server, so ids from two runs never collide
 	nextID   atomic.Uint64 // request counter appended to idBase
 	nextSeed atomic.Uint64 // requests without a seed, for BaseSeed
-	bodies   *byteBudget   // nil: no cap on bodies being read at once
+	bodies   *byteBudget   // MaxBodyBytesInflight; nil = no cap
 
 	ln      net.Listener
 	http    *http.Server
