@@ -143,7 +143,8 @@ func (e *Engine) Submit(req *Request) (*Stream, error) {
 		e:   e,
 		req: *req,
 		// One Output per token plus a possible token-less final one (abort):
-		// the loop never blocks on a slow reader.
+		// the loop never blocks on a slow reader. validate bounded MaxTokens
+		// by the context, so a client's number cannot size these.
 		out:    make(chan Output, req.MaxTokens+1),
 		timing: Timing{Arrival: arrival, Tokens: make([]time.Time, 0, req.MaxTokens)},
 	}
@@ -176,7 +177,7 @@ func (e *Engine) validate(req *Request) error {
 		return errors.New("engine: empty prompt")
 	case req.MaxTokens < 1:
 		return fmt.Errorf("engine: max_tokens must be at least 1, got %d", req.MaxTokens)
-	case len(req.PromptTokens)+req.MaxTokens > e.cfg.MaxModelLen:
+	case req.MaxTokens > e.cfg.MaxModelLen-len(req.PromptTokens): // not len+MaxTokens: it may wrap negative
 		return fmt.Errorf("%w: %d prompt + %d new tokens > %d", ErrTooLong, len(req.PromptTokens), req.MaxTokens, e.cfg.MaxModelLen)
 	}
 	// The last token is never fed, so KV is needed for one token less.

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"testing"
 	"time"
@@ -126,6 +127,9 @@ func TestSubmitRejectsBadRequests(t *testing.T) {
 		{"negative token id", &Request{PromptTokens: []int32{1, -5}, MaxTokens: 1}, nil},
 		{"over the context", &Request{PromptTokens: prompt(1, 100), MaxTokens: 29}, ErrTooLong},
 		{"over the KV pool", &Request{PromptTokens: prompt(1, 20), MaxTokens: 14}, ErrTooLong},
+		// prompt + max_tokens wraps negative: must not pass the context check
+		// and reach make(chan Output, MaxTokens+1).
+		{"max_tokens near 2^63", &Request{PromptTokens: prompt(1, 3), MaxTokens: math.MaxInt}, ErrTooLong},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := e.Submit(tc.req)

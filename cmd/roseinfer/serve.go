@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -34,6 +36,10 @@ type serveOptions struct {
 	metricsAuth    bool
 	profileDir     string
 
+	// Limits on reading requests (engine/server/limits.go); 0 = none.
+	requestReadTimeout   time.Duration
+	maxBodyBytesInflight int64
+
 	// ready, when set, is called with the server's URL once it listens
 	// (tests use it with --port 0).
 	ready func(url string)
@@ -41,7 +47,8 @@ type serveOptions struct {
 
 func newServeCommand() *cobra.Command {
 	o := serveOptions{engineOptions: defaultEngineOptions(), host: "127.0.0.1", port: 8000,
-		modelName: server.DefaultModelName, streamInterval: 1, logLevel: "info"}
+		modelName: server.DefaultModelName, streamInterval: 1, logLevel: "info",
+		requestReadTimeout: server.DefaultRequestReadTimeout, maxBodyBytesInflight: server.DefaultMaxBodyBytesInflight}
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the OpenAI-compatible API (/v1/completions, /v1/chat/completions, /metrics...)",
@@ -72,6 +79,10 @@ streaming or not, until SIGINT or SIGTERM (open requests get a few seconds to fi
 	fs.BoolVar(&o.metricsAuth, "metrics-auth", o.metricsAuth, "require the API key on /metrics too")
 	fs.StringVar(&o.profileDir, "profile-dir", o.profileDir, "/start_profile writes only inside this directory (default: a new temp dir, logged at start)")
 	fs.StringVar(&o.logLevel, "log-level", o.logLevel, "debug, info, warn or error")
+	fs.DurationVar(&o.requestReadTimeout, "request-read-timeout", o.requestReadTimeout,
+		"a request's headers and body must arrive within this (else 408); 0 = no limit")
+	fs.Int64Var(&o.maxBodyBytesInflight, "max-body-bytes-inflight", o.maxBodyBytesInflight,
+		"bytes of request bodies read at once, all connections together (excess waits 1 s, then 503); 0 = no cap")
 	return cmd
 }
 
@@ -91,6 +102,10 @@ func runServe(ctx context.Context, o serveOptions, logOut io.Writer) error {
 	key := apiKey(o.apiKey, os.Getenv)
 	if err := checkAccessFlags(key, o.metricsAuth); err != nil {
 		return err
+	}
+	if o.maxBodyBytesInflight > 0 && o.maxBodyBytesInflight < server.DefaultMaxBodyBytes {
+		return fmt.Errorf("--max-body-bytes-inflight must be 0 (no cap) or at least the per-request body limit "+
+			"(%d), got %d", server.DefaultMaxBodyBytes, o.maxBodyBytesInflight)
 	}
 	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
 	// The engine reports its phases to the profiler's recorder (trace.json
@@ -127,6 +142,9 @@ func runServe(ctx context.Context, o serveOptions, logOut io.Writer) error {
 		Logger:         log,
 		BaseSeed:       uint64(o.seed),
 		HasBaseSeed:    o.hasSeed,
+		// The flags' 0 is "none"; the Config's is "default", its none < 0.
+		RequestReadTimeout:   cmp.Or(max(o.requestReadTimeout, 0), -1),
+		MaxBodyBytesInflight: cmp.Or(max(o.maxBodyBytesInflight, 0), -1),
 	})
 	if err != nil {
 		return err

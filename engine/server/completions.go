@@ -21,6 +21,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, e := s.planCompletion(&req)
+	doneReading(r)
 	if e != nil {
 		s.fail(w, e)
 		return
@@ -43,6 +44,7 @@ func (s *Server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, e := s.planChat(&req)
+	doneReading(r)
 	if e != nil {
 		s.fail(w, e)
 		return

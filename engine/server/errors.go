@@ -76,7 +76,7 @@ func fromSubmitError(err error, numPromptTokens, maxTokens, maxModelLen int) *Er
 		return errOverloaded
 	case errors.Is(err, engine.ErrTooLong):
 		e := errContextLength(numPromptTokens, maxTokens, maxModelLen)
-		if numPromptTokens+maxTokens <= maxModelLen { // fits the context, not the KV pool
+		if maxTokens <= maxModelLen-numPromptTokens { // fits the context, not the KV pool (never add: overflow)
 			e.Message = fmt.Sprintf("%d prompt tokens + %d max_tokens need more KV cache than this server has",
 				numPromptTokens, maxTokens)
 		}

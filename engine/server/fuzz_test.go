@@ -39,6 +39,18 @@ func FuzzCompletionsHandler(f *testing.F) {
 		f.Add(false, []byte(seed))
 		f.Add(true, []byte(seed))
 	}
+	// Every integer field at the int64 limits and around them: lengths
+	// meet the context in arithmetic (prompt + max_tokens once wrapped
+	// negative) and size allocations.
+	for _, field := range []string{"max_tokens", "max_completion_tokens", "min_tokens", "n", "top_k", "seed",
+		"logprobs", "top_logprobs", "best_of"} {
+		for _, v := range []string{"9223372036854775807", "-9223372036854775808", "2147483648", "-1", "0"} {
+			f.Add(false, []byte(`{"prompt":"Hello","`+field+`":`+v+`}`))
+			f.Add(true, []byte(`{"messages":[{"role":"user","content":"Hi"}],"`+field+`":`+v+`}`))
+		}
+	}
+	f.Add(false, []byte(`{"prompt":[1,2,3],"max_tokens":9223372036854775806,"min_tokens":9223372036854775807}`))
+	f.Add(true, []byte(`{"messages":[{"role":"user","content":"Hi"}],"max_tokens":1,"max_completion_tokens":9223372036854775807}`))
 	eng := newFakeEngine(f, script)
 	eng.eosAt = 6
 	s, err := New(Config{MaxModelLen: 1024, VocabSize: 50257, Tokenizer: testTokenizer(f), MaxBodyBytes: 1 << 16,

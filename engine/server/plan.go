@@ -42,7 +42,7 @@ func (s *Server) planCompletion(req *completionRequest) (*plan, *Error) {
 	case req.Logprobs != nil && (*req.Logprobs < 0 || *req.Logprobs > maxLogprobs):
 		return nil, errInvalid("logprobs", "\"logprobs\" must be between 0 and %d", maxLogprobs)
 	}
-	p, e := planSampling(&req.samplingFields)
+	p, e := planSampling(&req.samplingFields, s.cfg.VocabSize)
 	if e != nil {
 		return nil, e
 	}
@@ -70,7 +70,7 @@ func (s *Server) planChat(req *chatRequest) (*plan, *Error) {
 	case req.TopLogprobs != nil && *req.TopLogprobs > 0:
 		return nil, errUnsupported("top_logprobs", "\"top_logprobs\" is not supported")
 	}
-	p, e := planSampling(&req.samplingFields)
+	p, e := planSampling(&req.samplingFields, s.cfg.VocabSize)
 	if e != nil {
 		return nil, e
 	}
@@ -106,7 +106,10 @@ func (s *Server) fitContext(p *plan, maxTokensFor func(numPromptTokens int) int,
 		if n < 1 && !isDefault {
 			return errInvalid("max_tokens", "\"max_tokens\" must be at least 1, got %d", n)
 		}
-		if len(prompt)+max(n, 1) > s.cfg.MaxModelLen {
+		// n is the client's and may be near 2^63: compare it with the room
+		// left, never add it to the prompt length (that wraps negative and
+		// lets the request through to allocations sized by it).
+		if numFree := s.cfg.MaxModelLen - len(prompt); max(n, 1) > numFree {
 			return errContextLength(len(prompt), max(n, 1), s.cfg.MaxModelLen)
 		}
 		if p.minTokens > n {
@@ -127,7 +130,7 @@ func (s *Server) checkModel(model string) *Error {
 }
 
 // planSampling validates the fields both endpoints share.
-func planSampling(f *samplingFields) (*plan, *Error) {
+func planSampling(f *samplingFields, vocabSize int) (*plan, *Error) {
 	p := &plan{
 		stream:       f.Stream,
 		ignoreEOS:    f.IgnoreEOS,
@@ -152,7 +155,7 @@ func planSampling(f *samplingFields) (*plan, *Error) {
 	case f.StreamOptions != nil && !f.Stream:
 		return nil, errInvalid("stream_options", "\"stream_options\" is only allowed with \"stream\": true")
 	}
-	if e := planParams(f, p); e != nil {
+	if e := planParams(f, p, vocabSize); e != nil {
 		return nil, e
 	}
 	if f.MinTokens != nil {
@@ -170,7 +173,7 @@ func planSampling(f *samplingFields) (*plan, *Error) {
 	return p, e
 }
 
-func planParams(f *samplingFields, p *plan) *Error {
+func planParams(f *samplingFields, p *plan, vocabSize int) *Error {
 	if t := f.Temperature; t != nil {
 		if *t < 0 || *t > maxTemperature {
 			return errInvalid("temperature", "\"temperature\" must be between 0 and %d, got %g", maxTemperature, *t)
@@ -189,6 +192,12 @@ func planParams(f *samplingFields, p *plan) *Error {
 			return errInvalid("top_k", "\"top_k\" must be -1 (off), 0 (off) or positive, got %d", *k)
 		}
 		p.params.TopK = *k
+		// A top_k of the vocabulary or more keeps every token, as off does.
+		// It is stored as off because the CUDA device narrows it to int32
+		// (device/cuda/plan.go): 2^32+1 would wrap to 1, i.e. greedy.
+		if *k >= vocabSize {
+			p.params.TopK = -1
+		}
 	}
 	if f.Seed != nil {
 		p.params.Seed, p.hasSeed = uint64(*f.Seed), true

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -95,8 +94,9 @@ func decodeError(err error) *Error {
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return errInvalid("", "invalid JSON: unexpected end of the request body")
 	case errors.As(err, &tooBig):
-		return &Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error",
-			Code: "request_too_large", Message: fmt.Sprintf("request body larger than %d bytes", tooBig.Limit)}
+		return errBodyTooLarge(tooBig.Limit)
+	case isTimeout(err): // the body missed the server's read deadline
+		return errReadTimeout
 	}
 	return errInvalid("", "invalid JSON: %s", err.Error())
 }

@@ -56,6 +56,11 @@ type Config struct {
 	// n). Otherwise the engine picks a random seed for them.
 	BaseSeed    uint64
 	HasBaseSeed bool
+	// Limits on receiving requests (limits.go). For the first two, 0 means
+	// the default and < 0 none.
+	RequestReadTimeout   time.Duration // headers + body of one request; default 30 s
+	MaxBodyBytesInflight int64         // bytes of all bodies being read and parsed at once; default 64 MiB
+	BodyBudgetWait       time.Duration // how long a body waits for room under it, then 503; default 1 s
 }
 
 // Defaults for Config.
@@ -74,6 +79,7 @@ type Server struct {
 	idBase   string        // random per server, so ids from two runs never collide
 	nextID   atomic.Uint64 // request counter appended to idBase
 	nextSeed atomic.Uint64 // requests without a seed, for BaseSeed
+	bodies   *byteBudget   // MaxBodyBytesInflight; nil = no cap
 
 	ln      net.Listener
 	http    *http.Server
@@ -97,6 +103,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if err := cfg.setLimitDefaults(); err != nil {
+		return nil, err
+	}
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
@@ -110,6 +119,7 @@ func New(cfg Config) (*Server, error) {
 	_, _ = rand.Read(seed[:])
 	s := &Server{cfg: cfg, started: time.Now(), idBase: hex.EncodeToString(seed[:])}
 	s.metrics = newMetrics(s)
+	s.bodies = newByteBudget(cfg.MaxBodyBytesInflight)
 	return s, nil
 }
 
@@ -122,9 +132,11 @@ func (s *Server) Open() error {
 	}
 	s.ln = ln
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
+	readTimeout, readHeaderTimeout := s.cfg.readTimeouts()
 	s.http = &http.Server{
 		Handler:           s.routes(),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       readTimeout,
+		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       5 * time.Minute, // keep-alive connections of a benchmark client stay open between requests
 		BaseContext:       func(net.Listener) context.Context { return s.baseCtx },
 		ErrorLog:          slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelDebug),
@@ -178,7 +190,11 @@ func (s *Server) Close() error {
 	return err
 }
 
-func (s *Server) routes() http.Handler { return s.recoverPanics(s.requireAPIKey(s.mux())) }
+// routes: the key is checked before a body's bytes are reserved, so
+// requests without it never use up the body budget.
+func (s *Server) routes() http.Handler {
+	return s.recoverPanics(s.requireAPIKey(s.limitBodies(s.mux())))
+}
 
 // mux maps routes to handlers (the fuzz test calls it without recoverPanics,
 // so that a panic fails the test).
