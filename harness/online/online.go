@@ -322,6 +322,9 @@ func scaleLine(label string, scale float64, round, rounds int, s results.Summary
 	line := fmt.Sprintf("[%s scale=%s%s] ok=%d/%d, TTFT p90=%sms, E2E p90=%sms, TPOT p90=%sms, ITL p90=%sms, send lag p99=%sms",
 		label, scaleKey(scale), r, s.NumSuccess, s.NumRequests, ms(s.TTFTMs.P90), ms(s.E2EMs.P90), ms(s.TPOTMs.P90),
 		ms(s.ITLMs.P90), ms(s.SendLagMs.P99))
+	if s.NumRetries > 0 {
+		line += fmt.Sprintf(", retried=%d", s.NumRetries)
+	}
 	if !s.Valid {
 		line += " INVALID: " + s.InvalidReason
 	}

@@ -149,6 +149,9 @@ func onlineNote(s results.Summary) string {
 		}
 		notes = append(notes, msg)
 	}
+	if s.NumRetries > 0 {
+		notes = append(notes, fmt.Sprintf("%d retried on a new connection", s.NumRetries))
+	}
 	if len(s.Rounds) > 1 {
 		notes = append(notes, fmt.Sprintf("%d rounds", len(s.Rounds)))
 	}
