@@ -225,7 +225,7 @@ func (br *backendRun) runScale(ctx, abort context.Context, c *client.Client, srv
 	scaleStart := time.Now()
 	var roundReqs [][]results.Request
 	interrupted := ""
-	var last results.Summary
+	var last, agg results.Summary
 	for round := 1; round <= o.Load.Repeat; round++ {
 		if ctx.Err() != nil && round > 1 {
 			break
@@ -265,7 +265,7 @@ func (br *backendRun) runScale(ctx, abort context.Context, c *client.Client, srv
 		}
 		roundReqs = append(roundReqs, r.Requests)
 		rec.Runs = append(rec.Runs, results.Run{Scale: scale, Round: roundNo, Summary: s, RequestMetrics: r.Requests})
-		agg := aggregate(label, scale, roundReqs, br.slo, o.Load.SendLagThresholdMs)
+		agg = aggregate(label, scale, roundReqs, br.slo, o.Load.SendLagThresholdMs)
 		if interrupted != "" {
 			agg.Valid, agg.InvalidReason = false, joinReason(agg.InvalidReason, interrupted)
 		}
@@ -280,8 +280,12 @@ func (br *backendRun) runScale(ctx, abort context.Context, c *client.Client, srv
 			return false
 		}
 	}
-	if len(roundReqs) > 0 && last.NumSuccess == 0 {
-		br.rep.Failures = append(br.rep.Failures, fmt.Sprintf("%s: scale %s: no request succeeded", label, scaleKey(scale)))
+	if len(roundReqs) > 0 && ctx.Err() == nil {
+		if why := report.LowSuccess(agg, o.Load.MinSuccessRate); why != "" {
+			br.rep.Failures = append(br.rep.Failures, fmt.Sprintf("%s: scale %s: %s", label, scaleKey(scale), why))
+		} else if last.NumSuccess == 0 {
+			br.rep.Failures = append(br.rep.Failures, fmt.Sprintf("%s: scale %s: no request succeeded", label, scaleKey(scale)))
+		}
 	}
 	return ctx.Err() == nil
 }
