@@ -120,18 +120,18 @@ type CompareRow struct {
 
 // Comparison is the result of comparing two runs.
 type Comparison struct {
-	Baseline    string       `json:"baseline"`
-	Current     string       `json:"current"`
-	BaselineRun string       `json:"baseline_run,omitempty"` // one-line description from meta
-	CurrentRun  string       `json:"current_run,omitempty"`
-	Rules       []string     `json:"rules"`
-	DefaultRule bool         `json:"default_rules,omitempty"` // Rules are DefaultFailOn (no --fail-on given)
-	Checks      int          `json:"checks"` // rows a rule was evaluated on
-	Regressions int          `json:"regressions"`
+	Baseline    string   `json:"baseline"`
+	Current     string   `json:"current"`
+	BaselineRun string   `json:"baseline_run,omitempty"` // one-line description from meta
+	CurrentRun  string   `json:"current_run,omitempty"`
+	Rules       []string `json:"rules"`
+	DefaultRule bool     `json:"default_rules,omitempty"` // Rules are DefaultFailOn (no --fail-on given)
+	Checks      int      `json:"checks"`                  // rows a rule was evaluated on
+	Regressions int      `json:"regressions"`
 	// Unevaluated names each rule (and where) that could not be evaluated:
 	// a null or zero baseline, a null on both sides, or a --fail-on rule
 	// that matched no metric of the runs. bench compare exits 2 on any.
-	Unevaluated []string `json:"unevaluated,omitempty"`
+	Unevaluated []string     `json:"unevaluated,omitempty"`
 	Rows        []CompareRow `json:"rows"`
 	Warnings    []string     `json:"warnings,omitempty"`
 }
