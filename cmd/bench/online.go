@@ -89,6 +89,7 @@ Exit status: 0 ok, 1 a backend or scale failed, 130 interrupted.` + profileHelp,
 			}
 			o.Servers.TimeoutReady = seconds(timeoutReadyS)
 			o.Load.RequestTimeout = seconds(requestTimeoutS)
+			o.Servers.APIKey = apiKey(cmd, o.Servers.APIKey)
 			onCPU := o.Servers.BaseURL == "" && o.Servers.Device == "cpu" && onlyRoseinfer(o.Servers.Backends)
 			if onCPU && !cmd.Flags().Changed("n") {
 				o.Workload.N = cpuDefaultN
@@ -155,6 +156,7 @@ Exit status: 0 ok, 1 a backend or scale failed, 130 interrupted.` + profileHelp,
 	f.StringVar(&o.Servers.ClientCPUs, "client-cpus", "", `pin the harness to these CPUs ("none": no pinning); default: the other half`)
 	f.StringVar(&o.Servers.GPU, "gpu", "", "CUDA_VISIBLE_DEVICES for launched servers (default: inherited)")
 	f.StringVar(&o.Output.OutputDir, "output-dir", o.Output.OutputDir, "parent of the run directory online_<YYYYmmdd_HHMMSS>")
+	registerAPIKey(cmd, &o.Servers.APIKey)
 	backend.RegisterThirdPartyFlags(f, &o.Servers.ThirdParty)
 	profile.RegisterFlags(f, &prof)
 	return cmd

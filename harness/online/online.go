@@ -186,7 +186,7 @@ func (br *backendRun) run(ctx, abort context.Context, versions map[string]any) {
 		return
 	}
 	c := client.New(client.Options{BaseURL: srv.BaseURL, MaxConcurrency: len(bodies), Timeout: o.Load.RequestTimeout,
-		CountTokens: workload.CountTokens})
+		APIKey: br.spec.APIKey, CountTokens: workload.CountTokens})
 	defer c.Close()
 
 	warm, err := br.w.WarmupBodies(&o.Workload, model, q)

@@ -234,3 +234,34 @@ func TestOnlineFailsWhenServerDiesMidRun(t *testing.T) {
 		t.Errorf("summary does not say why the run failed:\n%s", md)
 	}
 }
+
+// TestOnlineSendsAPIKey: with an API key every request to a server that
+// requires it (readiness probe, warmup, replay) carries it, and the key is
+// nowhere in the results or the summary.
+func TestOnlineSendsAPIKey(t *testing.T) {
+	const key = "sk-online-test-51c2"
+	srv, served := fakeOpenAI(t, 3, time.Millisecond)
+	inner := srv.Config.Handler
+	var denied atomic.Int64
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+key {
+			denied.Add(1)
+			http.Error(w, `{"error":{"message":"invalid api key"}}`, http.StatusUnauthorized)
+			return
+		}
+		inner.ServeHTTP(w, r)
+	})
+	o := smallOptions(t, srv.URL)
+	o.Load.Scales = []float64{0.02}
+	o.Servers.APIKey = key
+	rep, err := Online(context.Background(), context.Background(), o)
+	loadCleanRun(t, rep, err)
+	if denied.Load() != 0 || served.Load() != 2+12 {
+		t.Errorf("%d requests denied, %d served; want 0 and 14", denied.Load(), served.Load())
+	}
+	for _, f := range []string{rep.ResultsPath, rep.SummaryPath} {
+		if data, _ := os.ReadFile(f); strings.Contains(string(data), key) {
+			t.Errorf("%s contains the API key", f)
+		}
+	}
+}
