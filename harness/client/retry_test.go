@@ -3,11 +3,14 @@ package client
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -178,5 +181,37 @@ func TestNoRetryAfterResponseStarted(t *testing.T) {
 	}
 	if calls != 2 {
 		t.Errorf("server saw %d requests, want 2", calls)
+	}
+}
+
+// TestRetryableRule: only a reused connection with no response byte, found
+// closed, is retried.
+func TestRetryableRule(t *testing.T) {
+	closedIdle := errors.New(`Post "http://h/v1/completions": http: server closed idle connection`)
+	reset := &net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
+	pipe := &net.OpError{Op: "write", Err: os.NewSyscallError("write", syscall.EPIPE)}
+	refused := &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	cases := []struct {
+		name              string
+		reused, firstByte bool
+		err               error
+		want              bool
+	}{
+		{"server closed idle connection", true, false, closedIdle, true},
+		{"reset on a reused connection", true, false, reset, true},
+		{"broken pipe on write", true, false, pipe, true},
+		{"EOF before any response byte", true, false, fmt.Errorf("Post: %w", io.EOF), true},
+		{"fresh connection: the server may have read it", false, false, reset, false},
+		{"after the first response byte", true, true, io.ErrUnexpectedEOF, false},
+		{"dial refused", false, false, refused, false},
+		{"deadline", true, false, context.DeadlineExceeded, false},
+	}
+	for _, c := range cases {
+		a := &attempt{}
+		a.reused.Store(c.reused)
+		a.gotFirstByte.Store(c.firstByte)
+		if got := a.retryable(c.err); got != c.want {
+			t.Errorf("%s: retryable = %v, want %v", c.name, got, c.want)
+		}
 	}
 }
