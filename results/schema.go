@@ -54,6 +54,7 @@ type Summary struct {
 	TTFTScheduledMs        Stats              `json:"ttft_from_scheduled_ms"` // a_1 - t_s, includes client lag
 	SendLagMs              Stats              `json:"send_lag_ms"`
 	ErrorsByKind           map[string]int     `json:"errors_by_kind"`
+	NumRetries             int                `json:"num_retries"`       // requests re-sent once on a new connection
 	GoodputReqPerS         *float64           `json:"goodput_req_per_s"` // null without --slo
 	SLO                    map[string]float64 `json:"slo,omitempty"`     // metric -> threshold ms
 	Valid                  bool               `json:"valid"`
@@ -102,6 +103,11 @@ type Request struct {
 	// TokenCountSource says how chunk_tokens were known: token_ids,
 	// continuous_usage, server_total (exact); tokenizer, chunks (approximate).
 	TokenCountSource string `json:"token_count_source,omitempty"`
+	// Retries is 1 when the client sent the request a second time, on a new
+	// connection, because the first attempt never reached the server (a
+	// pooled connection the server had just closed). start_s stays the
+	// first attempt's send time.
+	Retries int `json:"retries,omitempty"`
 }
 
 // Run is one scale (and round) of one backend.

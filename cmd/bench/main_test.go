@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/roseinfer/roseinfer/harness/backend/backendtest"
 	"github.com/roseinfer/roseinfer/results"
 )
@@ -213,4 +215,35 @@ func TestSecondInterruptExitsNow(t *testing.T) {
 		t.Fatalf("processes left after two Ctrl-C: %v", left)
 	}
 	checkPartial(t, outDir)
+}
+
+// TestAPIKeyFlagWinsOverEnv: --api-key wins over $OPENAI_API_KEY, even when
+// given empty; without the flag the environment's key is used, and the help
+// never shows it.
+func TestAPIKeyFlagWinsOverEnv(t *testing.T) {
+	t.Setenv(apiKeyEnv, "sk-from-env")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "sk-from-env"},
+		{[]string{"--api-key", "sk-flag"}, "sk-flag"},
+		{[]string{"--api-key", ""}, ""},
+	} {
+		var got string
+		cmd := &cobra.Command{Use: "x", RunE: func(cmd *cobra.Command, _ []string) error { return nil }}
+		registerAPIKey(cmd, &got)
+		if err := cmd.ParseFlags(c.args); err != nil {
+			t.Fatal(err)
+		}
+		if k := apiKey(cmd, got); k != c.want {
+			t.Errorf("%v: key %q, want %q", c.args, k, c.want)
+		}
+	}
+	for _, sub := range []string{"online", "offline"} {
+		out, _ := execBench(t, sub, "--help")
+		if !strings.Contains(out, "--api-key") || strings.Contains(out, "sk-from-env") {
+			t.Errorf("bench %s --help: want --api-key and never the key itself", sub)
+		}
+	}
 }

@@ -64,6 +64,7 @@ offline_summary.md. Exit status: 0 ok, 1 a backend failed, 130 interrupted.` + p
 			}
 			o.SimStep = time.Duration(simStepUS) * time.Microsecond
 			o.TimeoutReady = seconds(timeoutReadyS)
+			o.APIKey = apiKey(cmd, o.APIKey)
 			if o.Device == "cpu" && !cmd.Flags().Changed("num-prompts") {
 				o.NumPrompts = cpuDefaultNumPrompts
 			}
@@ -115,6 +116,7 @@ offline_summary.md. Exit status: 0 ok, 1 a backend failed, 130 interrupted.` + p
 	f.StringVar(&serverArgs, "server-args", "", `extra "roseinfer serve" flags for roseinfer+server`)
 	f.StringVar(&o.RoseinferBin, "roseinfer-bin", "", "roseinfer executable (default: next to bench, then $PATH, then go build)")
 	f.StringVar(&o.Host, "host", o.Host, "bind host of the launched server")
+	registerAPIKey(cmd, &o.APIKey)
 	f.IntVar(&o.PortBase, "port-base", o.PortBase, "first port tried for the server")
 	f.Float64Var(&timeoutReadyS, "timeout-ready-s", o.TimeoutReady.Seconds(), "max seconds to wait for the server")
 	f.StringVar(&o.OutputDir, "output-dir", o.OutputDir, "parent of the run directory offline_<YYYYmmdd_HHMMSS>")

@@ -73,7 +73,9 @@ client's timestamps; the profile stage's servers too, --profile-only included;
 Writes <output-dir>/online_<YYYYmmdd_HHMMSS>/: online_results.json (per-request
 records included), online_summary.md and <label>.server.log per backend. The
 results are rewritten after every scale, so an interrupted run leaves valid
-partial results. Exit status: 0 ok, 1 a backend or scale failed, 130 interrupted.` + profileHelp,
+partial results. A scale whose success rate is below --min-success-rate (0.99)
+fails the run; the console and online_summary.md name it with its error kinds.
+Exit status: 0 ok, 1 a backend or scale failed, 130 interrupted.` + profileHelp,
 		Example: onlineExamples,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -87,6 +89,7 @@ partial results. Exit status: 0 ok, 1 a backend or scale failed, 130 interrupted
 			}
 			o.Servers.TimeoutReady = seconds(timeoutReadyS)
 			o.Load.RequestTimeout = seconds(requestTimeoutS)
+			o.Servers.APIKey = apiKey(cmd, o.Servers.APIKey)
 			onCPU := o.Servers.BaseURL == "" && o.Servers.Device == "cpu" && onlyRoseinfer(o.Servers.Backends)
 			if onCPU && !cmd.Flags().Changed("n") {
 				o.Workload.N = cpuDefaultN
@@ -143,6 +146,7 @@ partial results. Exit status: 0 ok, 1 a backend or scale failed, 130 interrupted
 	f.IntVar(&o.Workload.WarmupOutputLen, "warmup-output-len", o.Workload.WarmupOutputLen, "warmup max_tokens")
 	f.IntVar(&o.Load.Repeat, "repeat", o.Load.Repeat, "rounds per scale; with more than one, per-round summaries and mean ± 95% CI")
 	f.StringVar(&o.Load.SLO, "slo", "", "service-level objectives for goodput, e.g. ttft=200ms,tpot=50ms (also e2e)")
+	f.Float64Var(&o.Load.MinSuccessRate, "min-success-rate", o.Load.MinSuccessRate, "a scale whose share of successful requests is below this fails the run (exit 1, after writing results); 0 turns it off")
 	f.Float64Var(&o.Load.SendLagThresholdMs, "send-lag-threshold-ms", o.Load.SendLagThresholdMs, "a scale whose send-lag p99 exceeds this is marked invalid")
 	f.Float64Var(&timeoutReadyS, "timeout-ready-s", o.Servers.TimeoutReady.Seconds(), "max seconds to wait for a server to become ready")
 	f.Float64Var(&requestTimeoutS, "request-timeout-s", o.Load.RequestTimeout.Seconds(), "per-request timeout in seconds (0 = none)")
@@ -152,6 +156,7 @@ partial results. Exit status: 0 ok, 1 a backend or scale failed, 130 interrupted
 	f.StringVar(&o.Servers.ClientCPUs, "client-cpus", "", `pin the harness to these CPUs ("none": no pinning); default: the other half`)
 	f.StringVar(&o.Servers.GPU, "gpu", "", "CUDA_VISIBLE_DEVICES for launched servers (default: inherited)")
 	f.StringVar(&o.Output.OutputDir, "output-dir", o.Output.OutputDir, "parent of the run directory online_<YYYYmmdd_HHMMSS>")
+	registerAPIKey(cmd, &o.Servers.APIKey)
 	backend.RegisterThirdPartyFlags(f, &o.Servers.ThirdParty)
 	profile.RegisterFlags(f, &prof)
 	return cmd

@@ -9,7 +9,7 @@ import (
 // CustomArgv turns --backend-cmd into an argv for one launch: split like a
 // shell (quotes, no expansion), then {port} and {host} replaced in every
 // argument.
-func CustomArgv(cmd, host string, port int) ([]string, error) {
+func CustomArgv(cmd, host string, port int, apiKey string) ([]string, error) {
 	args, err := SplitArgs(cmd)
 	if err != nil {
 		return nil, errors.New("--backend-cmd: " + err.Error())
@@ -20,7 +20,7 @@ func CustomArgv(cmd, host string, port int) ([]string, error) {
 	if !strings.Contains(cmd, "{port}") {
 		return nil, errors.New("--backend-cmd must contain {port}: the harness picks a free port for each launch")
 	}
-	r := strings.NewReplacer("{port}", strconv.Itoa(port), "{host}", host)
+	r := strings.NewReplacer("{port}", strconv.Itoa(port), "{host}", host, "{api_key}", apiKey)
 	for i, a := range args {
 		args[i] = r.Replace(a)
 	}
@@ -36,18 +36,19 @@ func Custom(o *ThirdPartyOptions, r ThirdPartyRun) (Spec, error) {
 		return Spec{}, &Unavailable{Backend: NameCustom, Reason: "no --backend-cmd",
 			Fix: "--backend-cmd 'my-server --port {port}'"}
 	}
-	if _, err := CustomArgv(o.BackendCmd, "127.0.0.1", 1); err != nil {
+	if _, err := CustomArgv(o.BackendCmd, "127.0.0.1", 1, r.APIKey); err != nil {
 		return Spec{}, err
 	}
-	cmd := o.BackendCmd
+	cmd, key := o.BackendCmd, r.APIKey
 	return Spec{
 		Label: NameCustom,
 		Command: func(host string, port int) []string {
-			argv, _ := CustomArgv(cmd, host, port)
+			argv, _ := CustomArgv(cmd, host, port, key)
 			return argv
 		},
 		Env:    r.commonEnv(),
 		Ready:  ReadyRule{Paths: []string{"/v1/models"}, Interval: DefaultReady.Interval, ProbeTimeout: DefaultReady.ProbeTimeout},
-		Quirks: OpenAI(NameCustom, "").Quirks,
+		Quirks: OpenAI(NameCustom, "", "").Quirks,
+		APIKey: key,
 	}, nil
 }

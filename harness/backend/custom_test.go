@@ -18,7 +18,7 @@ func TestCustomArgv(t *testing.T) {
 		{"", "", "empty"},
 		{`srv --port {port} "oops`, "", "unterminated"},
 	} {
-		argv, err := CustomArgv(c.cmd, "127.0.0.1", 18005)
+		argv, err := CustomArgv(c.cmd, "127.0.0.1", 18005, "")
 		if c.err != "" {
 			if err == nil || !strings.Contains(err.Error(), c.err) {
 				t.Errorf("%q: error %v, want %q", c.cmd, err, c.err)

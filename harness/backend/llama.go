@@ -38,6 +38,7 @@ func LlamaArgv(o *ThirdPartyOptions, r ThirdPartyRun, bin, host string, port int
 	argv := []string{bin, "-m", o.LlamaModel, "--host", host, "--port", strconv.Itoa(port),
 		"-c", strconv.Itoa(r.contextLen() * o.LlamaParallel), "-np", strconv.Itoa(o.LlamaParallel),
 		"-ngl", "all", "-fa", "on", "--no-webui"}
+	argv = append(argv, r.apiKeyArgs()...)
 	return append(argv, extra...), nil
 }
 
@@ -78,6 +79,7 @@ func Llama(o *ThirdPartyOptions, r ThirdPartyRun) (Spec, error) {
 		Env:             r.commonEnv(),
 		Ready:           DefaultReady,
 		Quirks:          llamaQuirks,
+		APIKey:          r.APIKey,
 		ModelFromServer: true,
 		Version:         func(ctx context.Context) string { return ProbeVersion(ctx, bin) },
 	}, nil

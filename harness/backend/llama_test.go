@@ -29,6 +29,8 @@ func TestLlamaLaunchGolden(t *testing.T) {
 		{"16 slots (default), GPT-2 context", nil, ThirdPartyRun{}},
 		{"8 slots, GPU 0, extra flags", func(o *ThirdPartyOptions) { o.LlamaParallel, o.LlamaArgs = 8, "--metrics -s 0" },
 			ThirdPartyRun{GPU: "0", ContextLen: 1015}},
+		{"--api-key: passed as --api-key (before --llama-args), recorded as ***", func(o *ThirdPartyOptions) { o.LlamaArgs = "--metrics" },
+			withKey(ThirdPartyRun{})},
 	} {
 		o := DefaultThirdParty()
 		o.LlamaServerBin, o.LlamaModel = bin, model

@@ -124,7 +124,7 @@ func RegisterThirdPartyFlags(fs *pflag.FlagSet, o *ThirdPartyOptions) {
 	fs.IntVar(&o.LlamaParallel, "llama-parallel", o.LlamaParallel, "llama-server -np slots (its context is slots × the model context)")
 	fs.StringVar(&o.LlamaArgs, "llama-args", o.LlamaArgs, "extra llama-server flags")
 
-	fs.StringVar(&o.BackendCmd, "backend-cmd", o.BackendCmd, `command of the "custom" backend; {port} and {host} are substituted, e.g. 'my-server --port {port}'`)
+	fs.StringVar(&o.BackendCmd, "backend-cmd", o.BackendCmd, `command of the "custom" backend; {port}, {host} and {api_key} (--api-key) are substituted, e.g. 'my-server --port {port}'`)
 }
 
 // ThirdPartyRun is what a third-party spec needs from the run itself.
@@ -138,6 +138,19 @@ type ThirdPartyRun struct {
 	Getenv func(string) string
 	// ProbeTimeout bounds the version probe in each environment (default 15 s).
 	ProbeTimeout time.Duration
+	// APIKey, when set, is required by the launched server: vLLM, SGLang
+	// and llama-server get --api-key, --backend-cmd its {api_key}
+	// placeholder; trtllm-serve has no such option and runs open. Requests
+	// send it to every backend (Spec.APIKey).
+	APIKey string
+}
+
+// apiKeyArgs is the --api-key flag of vLLM, SGLang and llama-server.
+func (r ThirdPartyRun) apiKeyArgs() []string {
+	if r.APIKey == "" {
+		return nil
+	}
+	return []string{"--api-key", r.APIKey}
 }
 
 func (r ThirdPartyRun) model() string {
@@ -233,6 +246,12 @@ func (u *Unavailable) Record() *results.Backend {
 // cannot run here (no environment, package missing, no llama-server, no
 // --backend-cmd) returns an *Unavailable error; other errors are bad flags.
 func ThirdParty(ctx context.Context, name string, o *ThirdPartyOptions, r ThirdPartyRun) (Spec, error) {
+	s, err := thirdParty(ctx, name, o, r)
+	s.APIKey = r.APIKey
+	return s, err
+}
+
+func thirdParty(ctx context.Context, name string, o *ThirdPartyOptions, r ThirdPartyRun) (Spec, error) {
 	switch name {
 	case NameVLLM:
 		return VLLM(ctx, o, r)

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -48,6 +49,12 @@ func testRun(root string, env map[string]string) ThirdPartyRun {
 	return ThirdPartyRun{Root: root, Getenv: func(k string) string { return env[k] }}
 }
 
+// withKey is r with --api-key given.
+func withKey(r ThirdPartyRun) ThirdPartyRun {
+	r.APIKey = "sk-golden-key"
+	return r
+}
+
 func compareGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
 	path := filepath.Join("testdata", name)
@@ -72,7 +79,11 @@ func describeLaunch(title string, s Spec, prefix []string, host string, port int
 	var b strings.Builder
 	b.WriteString("## " + title + "\n")
 	argv := append(append([]string{}, prefix...), s.Command(host, port)...)
-	b.WriteString("argv: " + strings.Join(argv, " ") + "\n")
+	if s.APIKey != "" && !slices.Contains(argv, s.APIKey) {
+		b.WriteString("(the key is not on the command line)\n")
+	}
+	// As Launch records it: the key as ***.
+	b.WriteString("argv: " + strings.Join(RedactArgv(argv, s.APIKey), " ") + "\n")
 	keys := make([]string, 0, len(s.Env))
 	for k := range s.Env {
 		keys = append(keys, k)
@@ -81,7 +92,11 @@ func describeLaunch(title string, s Spec, prefix []string, host string, port int
 	for _, k := range keys {
 		b.WriteString("env: " + k + "=" + s.Env[k] + "\n")
 	}
-	b.WriteString("ready: " + strings.Join(s.Ready.Paths, " ") + "\n\n")
+	b.WriteString("ready: " + strings.Join(s.Ready.Paths, " ") + "\n")
+	if s.APIKey != "" {
+		b.WriteString("requests send: Authorization: Bearer " + Redacted + "\n")
+	}
+	b.WriteString("\n")
 	return strings.ReplaceAll(b.String(), root, "$ROOT")
 }
 

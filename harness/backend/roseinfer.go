@@ -25,16 +25,19 @@ type RoseinferOptions struct {
 	// variant's flags override the common ones.
 	Flags []string
 	Env   map[string]string
+	// APIKey, when set, is passed as --api-key and required of every
+	// request (Spec.APIKey).
+	APIKey string
 }
 
 // Roseinfer is the spec of a roseinfer server:
-// `roseinfer serve --host H --port P --device D [--model M] FLAGS...`.
+// `roseinfer serve --host H --port P --device D [--model M] [--api-key K] FLAGS...`.
 func Roseinfer(o RoseinferOptions) Spec {
 	label := o.Label
 	if label == "" {
 		label = "roseinfer"
 	}
-	bin, device, model := o.Binary, o.Device, o.Model
+	bin, device, model, key := o.Binary, o.Device, o.Model, o.APIKey
 	flags := append([]string(nil), o.Flags...)
 	return Spec{
 		Label: label,
@@ -46,8 +49,12 @@ func Roseinfer(o RoseinferOptions) Spec {
 			if model != "" {
 				argv = append(argv, "--model", model)
 			}
+			if key != "" {
+				argv = append(argv, "--api-key", key)
+			}
 			return append(argv, flags...)
 		},
+		APIKey:          key,
 		Env:             o.Env,
 		Ready:           DefaultReady,
 		Quirks:          client.Roseinfer,

@@ -36,12 +36,13 @@ type LaunchOptions struct {
 type Server struct {
 	Spec    Spec
 	BaseURL string
-	Argv    []string // what was executed, nil when not launched
+	Argv    []string // what was executed (API key as ***), nil when not launched
 	LogPath string
 	// ModelID is the first id the server lists on /v1/models ("" if none).
 	ModelID string
 	ReadyAt time.Duration // from launch to ready
 
+	argv     []string // Argv with the key: what is executed
 	cmd      *exec.Cmd
 	logFile  *os.File
 	exited   chan struct{}
@@ -93,7 +94,8 @@ func Launch(ctx context.Context, spec Spec, opts LaunchOptions) (*Server, error)
 			opts.UsedPorts[port] = true
 		}
 		s.BaseURL = "http://" + net.JoinHostPort(opts.Host, strconv.Itoa(port))
-		s.Argv = append(append([]string{}, opts.Prefix...), spec.Command(opts.Host, port)...)
+		s.argv = append(append([]string{}, opts.Prefix...), spec.Command(opts.Host, port)...)
+		s.Argv = RedactArgv(s.argv, spec.APIKey)
 		if err := s.start(opts.RunDir); err != nil {
 			return nil, err
 		}
@@ -120,7 +122,7 @@ func (s *Server) start(runDir string) error {
 		return fmt.Errorf("%s: server log: %w", s.Spec.Label, err)
 	}
 	fmt.Fprintf(f, "# %s\n", strings.Join(s.Argv, " "))
-	cmd := exec.Command(s.Argv[0], s.Argv[1:]...)
+	cmd := exec.Command(s.argv[0], s.argv[1:]...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Env = mergeEnv(os.Environ(), s.Spec.Env)
 	// Own process group: a terminal's Ctrl-C does not reach the server
@@ -204,6 +206,9 @@ func (s *Server) probe(ctx context.Context, hc *http.Client, rule ReadyRule) err
 		if err != nil {
 			cancel()
 			return err
+		}
+		if s.Spec.APIKey != "" {
+			req.Header.Set("Authorization", "Bearer "+s.Spec.APIKey)
 		}
 		resp, err := hc.Do(req)
 		if err != nil {

@@ -28,10 +28,13 @@ func TestMain(m *testing.M) {
 }
 
 func fakeServer(mode string, args []string) {
-	port := ""
+	port, key := "", ""
 	for i, a := range args {
 		if a == "--port" && i+1 < len(args) {
 			port = args[i+1]
+		}
+		if a == "--api-key" && i+1 < len(args) {
+			key = args[i+1]
 		}
 	}
 	fmt.Println("fake server starting, mode", mode)
@@ -55,6 +58,10 @@ func fakeServer(mode string, args []string) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"status":"ok"}`)) })
 	mux.HandleFunc("/v1/models", func(w http.ResponseWriter, r *http.Request) {
+		if key != "" && r.Header.Get("Authorization") != "Bearer "+key {
+			http.Error(w, `{"error":{"message":"invalid api key"}}`, http.StatusUnauthorized)
+			return
+		}
 		w.Write([]byte(`{"object":"list","data":[{"id":"tiny-gpt2","object":"model"}]}`))
 	})
 	if err := http.ListenAndServe("127.0.0.1:"+port, mux); err != nil {
@@ -200,7 +207,7 @@ func TestNotLaunchedServer(t *testing.T) {
 	})}
 	go hs.Serve(ln)
 	defer hs.Close()
-	srv, err := Launch(context.Background(), OpenAI("openai", "http://"+ln.Addr().String()+"/"), LaunchOptions{})
+	srv, err := Launch(context.Background(), OpenAI("openai", "http://"+ln.Addr().String()+"/", ""), LaunchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,11 +261,46 @@ func TestParseVariant(t *testing.T) {
 	}
 }
 
+// TestLaunchWithAPIKey: a server launched with --api-key is probed with the
+// key (its /v1/models answers 401 without it), and the key is *** in the
+// recorded argv and the log; without the key on the spec the probe fails.
+func TestLaunchWithAPIKey(t *testing.T) {
+	const key = "sk-test-7f3a"
+	dir := t.TempDir()
+	spec := fakeSpec(t, "ok")
+	command := spec.Command
+	spec.Command = func(host string, port int) []string { return append(command(host, port), "--api-key", key) }
+	spec.APIKey = key
+	srv, err := Launch(context.Background(), spec, LaunchOptions{RunDir: dir, PortBase: 20000, ReadyTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	if got := strings.Join(srv.Argv, " "); strings.Contains(got, key) || !strings.HasSuffix(got, "--api-key ***") {
+		t.Errorf("recorded argv %q: want the key as ***", got)
+	}
+	if log, _ := os.ReadFile(srv.LogPath); strings.Contains(string(log), key) || !strings.Contains(string(log), "--api-key ***") {
+		t.Errorf("log %s shows the key or no ***:\n%s", srv.LogPath, log)
+	}
+
+	spec.Label, spec.APIKey = "fake+nokey", ""
+	if _, err := Launch(context.Background(), spec, LaunchOptions{RunDir: dir, PortBase: 20000, ReadyTimeout: 300 * time.Millisecond}); err == nil ||
+		!strings.Contains(err.Error(), "HTTP 401") {
+		t.Errorf("probe without the key: err %v, want HTTP 401", err)
+	}
+}
+
 func TestRoseinferCommand(t *testing.T) {
 	spec := Roseinfer(RoseinferOptions{Binary: "/b/roseinfer", Label: "roseinfer+x", Device: "sim", Flags: []string{"--sim-step-us", "1000"}})
 	got := strings.Join(spec.Command("127.0.0.1", 18001), " ")
 	want := "/b/roseinfer serve --host 127.0.0.1 --port 18001 --device sim --sim-step-us 1000"
 	if got != want {
 		t.Errorf("argv %q, want %q", got, want)
+	}
+	spec = Roseinfer(RoseinferOptions{Binary: "/b/roseinfer", Device: "cpu", Flags: []string{"--max-num-seqs", "8"}, APIKey: "k1"})
+	got = strings.Join(RedactArgv(spec.Command("127.0.0.1", 18001), spec.APIKey), " ")
+	want = "/b/roseinfer serve --host 127.0.0.1 --port 18001 --device cpu --api-key *** --max-num-seqs 8"
+	if got != want || spec.APIKey != "k1" {
+		t.Errorf("argv %q (key %q), want %q", got, spec.APIKey, want)
 	}
 }

@@ -65,6 +65,7 @@ func SGLangArgv(o *ThirdPartyOptions, r ThirdPartyRun, host string, port int) ([
 	if o.SGLangMaxRunningRequests > 0 {
 		argv = append(argv, "--max-running-requests", strconv.Itoa(o.SGLangMaxRunningRequests))
 	}
+	argv = append(argv, r.apiKeyArgs()...)
 	return append(argv, extra...), nil
 }
 
@@ -86,5 +87,6 @@ func SGLang(ctx context.Context, o *ThirdPartyOptions, r ThirdPartyRun) (Spec, e
 		return argv
 	})
 	s.Ready = SGLangReady
+	s.APIKey = r.APIKey
 	return s, nil
 }

@@ -23,6 +23,8 @@ func TestSGLangLaunchGolden(t *testing.T) {
 				o.SGLangMaxRunningRequests = 64
 				o.SGLangArgs = "--served-model-name gpt2 --mem-fraction-static 0.85 --disable-radix-cache --random-seed 0 --cuda-graph-max-bs 64 --log-level warning"
 			}, ThirdPartyRun{Root: root, GPU: "0", ContextLen: 1015, Getenv: func(string) string { return "" }}},
+		{"--api-key: passed as --api-key (before --sglang-args), recorded as ***",
+			func(o *ThirdPartyOptions) { o.SGLangArgs = "--random-seed 0" }, withKey(testRun(root, nil))},
 	}
 	var out strings.Builder
 	for _, c := range cases {

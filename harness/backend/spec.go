@@ -11,6 +11,7 @@ package backend
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/roseinfer/roseinfer/harness/client"
@@ -51,6 +52,27 @@ type Spec struct {
 	// server's host and port: TensorRT-LLM's server can leave a process
 	// outside the group (it may move into a new session).
 	AfterStop func(host string, port int)
+	// APIKey is the bearer key the server requires ("" = none): readiness
+	// probes, requests and profiler calls send it as Authorization: Bearer,
+	// and the argv recorded in results and the log shows it as ***.
+	APIKey string
+}
+
+// Redacted is the placeholder a secret becomes wherever a command line is
+// recorded.
+const Redacted = "***"
+
+// RedactArgv returns argv with every occurrence of secret (a whole
+// argument, or part of one such as --api-key=KEY) replaced by ***.
+func RedactArgv(argv []string, secret string) []string {
+	if secret == "" || argv == nil {
+		return argv
+	}
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		out[i] = strings.ReplaceAll(a, secret, Redacted)
+	}
+	return out
 }
 
 // ReadyRule is a readiness probe: every path in Paths must answer HTTP 200,
@@ -82,10 +104,11 @@ func (s *Spec) stopGrace() time.Duration {
 // OpenAI is a server someone else runs, reached at baseURL; it is probed
 // for readiness but never started or stopped. The request shape is the
 // common subset vLLM and SGLang accept, with token-id prompts and usage.
-func OpenAI(label, baseURL string) Spec {
+func OpenAI(label, baseURL, apiKey string) Spec {
 	return Spec{
 		Label:   label,
 		BaseURL: baseURL,
+		APIKey:  apiKey,
 		Ready:   ReadyRule{Paths: []string{"/v1/models"}, Interval: DefaultReady.Interval, ProbeTimeout: DefaultReady.ProbeTimeout},
 		Quirks: client.Quirks{
 			PromptAsTokenIDs: true,

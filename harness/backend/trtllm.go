@@ -93,6 +93,7 @@ func TRTLLM(ctx context.Context, o *ThirdPartyOptions, r ThirdPartyRun) (Spec, e
 		return argv
 	})
 	s.AfterStop = func(_ string, port int) { StopByPort(port, trtllmServeMarker, 20*time.Second) }
+	s.APIKey = r.APIKey // sent, though trtllm-serve has no --api-key to require it
 	return s, nil
 }
 

@@ -37,6 +37,8 @@ func TestTRTLLMLaunchGolden(t *testing.T) {
 				o.TRTLLMBackend, o.TRTLLMWorkerSingleProcess, o.TRTLLMMaxBatchSize = "pytorch", true, 64
 				o.TRTLLMExtraLLMAPIOptions = "/cfg/trt.yaml"
 			}, ThirdPartyRun{Root: root, GPU: "0", ServerCPUs: "0,1", Getenv: func(string) string { return "" }}},
+		{"--api-key: trtllm-serve has no such option, so it runs open; requests still send the key",
+			nil, withKey(testRun(root, nil))},
 	}
 	var out strings.Builder
 	for _, c := range cases {

@@ -71,6 +71,7 @@ func VLLMArgv(o *ThirdPartyOptions, r ThirdPartyRun, host string, port int) ([]s
 	if o.Tokenizer != "" {
 		argv = append(argv, "--tokenizer", o.Tokenizer)
 	}
+	argv = append(argv, r.apiKeyArgs()...)
 	return append(argv, extra...), nil
 }
 
@@ -87,10 +88,12 @@ func VLLM(ctx context.Context, o *ThirdPartyOptions, r ThirdPartyRun) (Spec, err
 	if err != nil {
 		return Spec{}, err
 	}
-	return pythonSpec(NameVLLM, pb, vllmQuirks, func(host string, port int) []string {
+	s := pythonSpec(NameVLLM, pb, vllmQuirks, func(host string, port int) []string {
 		argv, _ := VLLMArgv(o, r, host, port) // validated above
 		return argv
-	}), nil
+	})
+	s.APIKey = r.APIKey
+	return s, nil
 }
 
 // pythonSpec assembles the Spec of a server run as `python ARGV...`.

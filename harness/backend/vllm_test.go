@@ -33,6 +33,8 @@ func TestVLLMLaunchGolden(t *testing.T) {
 				o.VLLMAttentionBackend, o.Dtype = "flash_attn", "auto"
 				o.VLLMArgs = "--served-model-name gpt2 --gpu-memory-utilization 0.9 --no-enable-prefix-caching --seed 0 --disable-uvicorn-access-log --uvicorn-log-level warning"
 			}, testRun(root, nil), nil},
+		{"--api-key: passed as --api-key (before --vllm-args), recorded as ***",
+			func(o *ThirdPartyOptions) { o.VLLMArgs = "--seed 0" }, withKey(testRun(root, nil)), nil},
 	}
 	var out strings.Builder
 	for _, c := range cases {

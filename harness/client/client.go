@@ -1,7 +1,9 @@
 // Package client is the harness's streaming OpenAI client: it sends one
 // completion (or chat) request, reads the SSE stream and records, per chunk,
 // when it arrived (monotonic clock, taken before parsing) and how many
-// generated tokens it carried. It never retries: an error is a result.
+// generated tokens it carried. An error is a result; the one exception is a
+// request that never reached the server (a pooled connection the server had
+// just closed), sent once more on a new connection and counted (retryable).
 //
 // It imports results (for the raw record it fills) and nothing else of the
 // project; metrics are computed from its records by harness/metrics.
@@ -45,6 +47,11 @@ type Client struct {
 	opts      Options
 	http      *http.Client
 	transport *http.Transport
+	// fresh sends retries: keep-alives off, so every request dials a new
+	// connection rather than taking another pooled one that may be as stale.
+	fresh *http.Client
+	// noRetry turns the retry off (tests show what the old client lost).
+	noRetry bool
 }
 
 // New builds a Client with its own connection pool.
@@ -68,11 +75,16 @@ func New(opts Options) *Client {
 		DisableCompression: true,
 		ForceAttemptHTTP2:  false,
 	}
-	return &Client{opts: opts, transport: t, http: &http.Client{Transport: t}}
+	f := t.Clone()
+	f.DisableKeepAlives = true
+	return &Client{opts: opts, transport: t, http: &http.Client{Transport: t}, fresh: &http.Client{Transport: f}}
 }
 
 // Close drops idle connections.
-func (c *Client) Close() { c.transport.CloseIdleConnections() }
+func (c *Client) Close() {
+	c.transport.CloseIdleConnections()
+	c.fresh.CloseIdleConnections()
+}
 
 // BaseURL is the server root this client targets.
 func (c *Client) BaseURL() string { return c.opts.BaseURL }
@@ -90,7 +102,10 @@ const (
 )
 
 // Do sends one streaming request and reads it to the end. It always returns
-// a Result; Result.Err says whether the request failed.
+// a Result; Result.Err says whether the request failed. A request that
+// failed before any of it could have reached the server (retryable) is sent
+// once more on a new connection; Result.Retries counts it, and Result.Sent
+// stays the first attempt's send time.
 func (c *Client) Do(ctx context.Context, endpoint Endpoint, body []byte) *Result {
 	res := &Result{Called: time.Now(), UsagePromptTokens: -1, UsageCompletionTokens: -1}
 	if c.opts.Timeout > 0 {
@@ -100,12 +115,9 @@ func (c *Client) Do(ctx context.Context, endpoint Endpoint, body []byte) *Result
 	}
 	// WroteRequest runs on the transport's writer goroutine once the request
 	// is flushed to the socket; a small body is a single write, so this is
-	// the instant its first byte left (t_0).
+	// the instant its first byte left (t_0). Only the first attempt's write
+	// counts: a retried request is timed from its first send.
 	var sent atomic.Pointer[time.Time]
-	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) {
-		now := time.Now()
-		sent.Store(&now)
-	}}
 	defer func() {
 		if t := sent.Load(); t != nil {
 			res.Sent = *t
@@ -117,18 +129,16 @@ func (c *Client) Do(ctx context.Context, endpoint Endpoint, body []byte) *Result
 		}
 	}()
 
-	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace),
-		http.MethodPost, c.opts.BaseURL+endpoint.Path(), bytes.NewReader(body))
-	if err != nil {
-		res.fail(ErrConnect, err)
-		return res
+	resp, att, err := c.send(ctx, endpoint, body, c.http, &sent)
+	if err != nil && !c.noRetry && att.retryable(err) && ctx.Err() == nil {
+		// The first attempt's bytes went to a connection the server had
+		// already closed: it never read them. t_0 stays the first attempt's
+		// (Called when it wrote nothing), so the reconnect counts in TTFT.
+		called := res.Called
+		sent.CompareAndSwap(nil, &called)
+		res.Retries++
+		resp, _, err = c.send(ctx, endpoint, body, c.fresh, &sent)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	if c.opts.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+c.opts.APIKey)
-	}
-	resp, err := c.http.Do(req)
 	if err != nil {
 		res.fail(classify(ctx, err, false), err)
 		return res
@@ -146,6 +156,57 @@ func (c *Client) Do(ctx context.Context, endpoint Endpoint, body []byte) *Result
 	}
 	c.readStream(ctx, resp.Body, res)
 	return res
+}
+
+// attempt is what the transport told about one send: whether it used a
+// pooled keep-alive connection and whether any response byte came back.
+type attempt struct {
+	reused       atomic.Bool
+	gotFirstByte atomic.Bool
+}
+
+// send makes one attempt through hc, recording its first write in sent
+// (unless an earlier attempt did).
+func (c *Client) send(ctx context.Context, endpoint Endpoint, body []byte, hc *http.Client,
+	sent *atomic.Pointer[time.Time]) (*http.Response, *attempt, error) {
+	att := &attempt{}
+	trace := &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) { att.reused.Store(info.Reused) },
+		WroteRequest: func(httptrace.WroteRequestInfo) {
+			now := time.Now()
+			sent.CompareAndSwap(nil, &now)
+		},
+		GotFirstResponseByte: func() { att.gotFirstByte.Store(true) },
+	}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace),
+		http.MethodPost, c.opts.BaseURL+endpoint.Path(), bytes.NewReader(body))
+	if err != nil {
+		return nil, att, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	if c.opts.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.opts.APIKey)
+	}
+	resp, err := hc.Do(req)
+	return resp, att, err
+}
+
+// retryable reports whether a failed attempt cannot have reached the server:
+// it went out on a reused keep-alive connection, not one byte of a response
+// came back, and the connection was found closed (Go's "server closed idle
+// connection", EOF, reset or broken pipe). That is the race of a server
+// closing an idle connection just as the client picks it from the pool: the
+// server closes only connections with no request in flight, so it never read
+// this one. A fresh connection, a dial error, a timeout or anything after
+// the first response byte is never retried: the server may have seen it.
+func (a *attempt) retryable(err error) bool {
+	if !a.reused.Load() || a.gotFirstByte.Load() {
+		return false
+	}
+	return strings.Contains(err.Error(), "http: server closed idle connection") ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // readStream consumes the SSE body into res.

@@ -39,6 +39,7 @@ type Result struct {
 	CountSource           CountSource
 	Err                   error
 	ErrKind               string
+	Retries               int // attempts after the first (0 or 1): see Client.Do
 }
 
 func (r *Result) fail(kind string, err error) {
@@ -100,6 +101,7 @@ func (r *Result) Fill(rec *results.Request, roundStart time.Time) {
 	}
 	rec.ServerTiming = r.ServerTiming
 	rec.TokenCountSource = string(r.CountSource)
+	rec.Retries = r.Retries
 }
 
 // tokenCounter turns chunks into token events. A chunk's count comes from

@@ -69,6 +69,7 @@ func SummarizeScale(reqs []results.Request, opts ScaleOptions) results.Summary {
 	for i := range reqs {
 		r := &reqs[i]
 		sendLag = append(sendLag, SendLag(r)*1000)
+		s.NumRetries += r.Retries
 		if !Succeeded(r) {
 			s.NumError++
 			kind := r.ErrorKind

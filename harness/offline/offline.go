@@ -54,6 +54,9 @@ type Options struct {
 	Host         string
 	PortBase     int
 	TimeoutReady time.Duration
+	// APIKey (--api-key, else $OPENAI_API_KEY): the roseinfer server is
+	// launched with it and every request sends it; never recorded.
+	APIKey string
 
 	// ThirdParty holds the vLLM, SGLang and TensorRT-LLM flags
 	// (backend.RegisterThirdPartyFlags); EnvsRoot is where .venvs/ is ("" =

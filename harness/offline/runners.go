@@ -115,7 +115,7 @@ func (o *Options) runServer(ctx context.Context, runDir string, prompts, warmup 
 	if v := spec.Version(ctx); v != "" {
 		extra["version"] = v
 	}
-	c := client.New(client.Options{BaseURL: srv.BaseURL, MaxConcurrency: len(prompts)})
+	c := client.New(client.Options{BaseURL: srv.BaseURL, MaxConcurrency: len(prompts), APIKey: spec.APIKey})
 	defer c.Close()
 	if len(warmup) > 0 {
 		if _, err := o.sendBatch(ctx, c, srv.ModelID, warmup, min(16, o.OutputLen)); err != nil {
@@ -153,7 +153,7 @@ func (o *Options) ServerSpec(ctx context.Context, label string) (backend.Spec, e
 		flags = append(flags, "--no-prefix-cache")
 	}
 	return backend.Roseinfer(backend.RoseinferOptions{Binary: bin, Label: label, Device: o.Device, Model: o.Model,
-		Flags: append(flags, o.ServerArgs...)}), nil
+		Flags: append(flags, o.ServerArgs...), APIKey: o.APIKey}), nil
 }
 
 // RequestBody is one prompt's streaming completion with the run's sampling

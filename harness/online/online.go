@@ -186,7 +186,7 @@ func (br *backendRun) run(ctx, abort context.Context, versions map[string]any) {
 		return
 	}
 	c := client.New(client.Options{BaseURL: srv.BaseURL, MaxConcurrency: len(bodies), Timeout: o.Load.RequestTimeout,
-		CountTokens: workload.CountTokens})
+		APIKey: br.spec.APIKey, CountTokens: workload.CountTokens})
 	defer c.Close()
 
 	warm, err := br.w.WarmupBodies(&o.Workload, model, q)
@@ -225,7 +225,7 @@ func (br *backendRun) runScale(ctx, abort context.Context, c *client.Client, srv
 	scaleStart := time.Now()
 	var roundReqs [][]results.Request
 	interrupted := ""
-	var last results.Summary
+	var last, agg results.Summary
 	for round := 1; round <= o.Load.Repeat; round++ {
 		if ctx.Err() != nil && round > 1 {
 			break
@@ -265,7 +265,7 @@ func (br *backendRun) runScale(ctx, abort context.Context, c *client.Client, srv
 		}
 		roundReqs = append(roundReqs, r.Requests)
 		rec.Runs = append(rec.Runs, results.Run{Scale: scale, Round: roundNo, Summary: s, RequestMetrics: r.Requests})
-		agg := aggregate(label, scale, roundReqs, br.slo, o.Load.SendLagThresholdMs)
+		agg = aggregate(label, scale, roundReqs, br.slo, o.Load.SendLagThresholdMs)
 		if interrupted != "" {
 			agg.Valid, agg.InvalidReason = false, joinReason(agg.InvalidReason, interrupted)
 		}
@@ -280,8 +280,12 @@ func (br *backendRun) runScale(ctx, abort context.Context, c *client.Client, srv
 			return false
 		}
 	}
-	if len(roundReqs) > 0 && last.NumSuccess == 0 {
-		br.rep.Failures = append(br.rep.Failures, fmt.Sprintf("%s: scale %s: no request succeeded", label, scaleKey(scale)))
+	if len(roundReqs) > 0 && ctx.Err() == nil {
+		if why := report.LowSuccess(agg, o.Load.MinSuccessRate); why != "" {
+			br.rep.Failures = append(br.rep.Failures, fmt.Sprintf("%s: scale %s: %s", label, scaleKey(scale), why))
+		} else if last.NumSuccess == 0 {
+			br.rep.Failures = append(br.rep.Failures, fmt.Sprintf("%s: scale %s: no request succeeded", label, scaleKey(scale)))
+		}
 	}
 	return ctx.Err() == nil
 }
@@ -322,6 +326,9 @@ func scaleLine(label string, scale float64, round, rounds int, s results.Summary
 	line := fmt.Sprintf("[%s scale=%s%s] ok=%d/%d, TTFT p90=%sms, E2E p90=%sms, TPOT p90=%sms, ITL p90=%sms, send lag p99=%sms",
 		label, scaleKey(scale), r, s.NumSuccess, s.NumRequests, ms(s.TTFTMs.P90), ms(s.E2EMs.P90), ms(s.TPOTMs.P90),
 		ms(s.ITLMs.P90), ms(s.SendLagMs.P99))
+	if s.NumRetries > 0 {
+		line += fmt.Sprintf(", retried=%d", s.NumRetries)
+	}
 	if !s.Valid {
 		line += " INVALID: " + s.InvalidReason
 	}

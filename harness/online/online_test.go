@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -196,4 +197,71 @@ func loadCleanRun(t *testing.T, rep *Report, err error) *results.Online {
 		t.Fatal(err)
 	}
 	return on
+}
+
+// TestOnlineFailsWhenServerDiesMidRun: a running server (--base-url) that
+// goes away after a few requests of the only scale fails the run, after the
+// results are written, and the console failure and online_summary.md both
+// name the scale, the success rate and the error kinds.
+func TestOnlineFailsWhenServerDiesMidRun(t *testing.T) {
+	srv, served := fakeOpenAI(t, 3, time.Millisecond)
+	inner := srv.Config.Handler
+	var once sync.Once
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inner.ServeHTTP(w, r)
+		if served.Load() >= 2+5 { // 2 warmups, then 5 of the scale's requests
+			once.Do(func() { go srv.Close() })
+		}
+	})
+	o := smallOptions(t, srv.URL)
+	o.Workload.N = 20
+	o.Load.Scales = []float64{0.2}
+	rep, err := Online(context.Background(), context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Failures) != 1 || !strings.Contains(rep.Failures[0], "openai: scale 0.2: success rate") ||
+		!strings.Contains(rep.Failures[0], "below --min-success-rate 99%: ") {
+		t.Fatalf("failures %q: want the scale below --min-success-rate", rep.Failures)
+	}
+	on, err := results.LoadOnline(rep.ResultsPath)
+	if err != nil || len(on.Summaries) != 1 || on.Summaries[0].NumSuccess >= 20 {
+		t.Fatalf("results: %v, %+v", err, on.Summaries)
+	}
+	t.Log(rep.Failures[0])
+	md, _ := os.ReadFile(rep.SummaryPath)
+	if !strings.Contains(string(md), "**FAILED**") || !strings.Contains(string(md), "scale 0.2: success rate") {
+		t.Errorf("summary does not say why the run failed:\n%s", md)
+	}
+}
+
+// TestOnlineSendsAPIKey: with an API key every request to a server that
+// requires it (readiness probe, warmup, replay) carries it, and the key is
+// nowhere in the results or the summary.
+func TestOnlineSendsAPIKey(t *testing.T) {
+	const key = "sk-online-test-51c2"
+	srv, served := fakeOpenAI(t, 3, time.Millisecond)
+	inner := srv.Config.Handler
+	var denied atomic.Int64
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+key {
+			denied.Add(1)
+			http.Error(w, `{"error":{"message":"invalid api key"}}`, http.StatusUnauthorized)
+			return
+		}
+		inner.ServeHTTP(w, r)
+	})
+	o := smallOptions(t, srv.URL)
+	o.Load.Scales = []float64{0.02}
+	o.Servers.APIKey = key
+	rep, err := Online(context.Background(), context.Background(), o)
+	loadCleanRun(t, rep, err)
+	if denied.Load() != 0 || served.Load() != 2+12 {
+		t.Errorf("%d requests denied, %d served; want 0 and 14", denied.Load(), served.Load())
+	}
+	for _, f := range []string{rep.ResultsPath, rep.SummaryPath} {
+		if data, _ := os.ReadFile(f); strings.Contains(string(data), key) {
+			t.Errorf("%s contains the API key", f)
+		}
+	}
 }

@@ -38,6 +38,9 @@ type Load struct {
 	RequestTimeout     time.Duration // --request-timeout-s (0 = none)
 	SLO                string        // --slo ttft=200ms,tpot=50ms
 	SendLagThresholdMs float64       // a scale whose send-lag p99 exceeds it is invalid
+	// MinSuccessRate (--min-success-rate): a scale whose success rate is
+	// below it fails the run (after its results are written).
+	MinSuccessRate float64
 }
 
 // Output is where a run writes.
@@ -82,6 +85,7 @@ func DefaultOnline() OnlineOptions {
 			StartOffsetS:       1.0,
 			RequestTimeout:     600 * time.Second, // the OpenAI SDK's default, which the original used
 			SendLagThresholdMs: 5,
+			MinSuccessRate:     0.99,
 		},
 		Output: Output{OutputDir: "results/runs"},
 	}
@@ -106,6 +110,8 @@ func (o *OnlineOptions) Validate() error {
 		return errors.New("--warmup-requests must not be negative")
 	case o.Workload.Temperature < 0:
 		return errors.New("--temperature must not be negative")
+	case !(o.Load.MinSuccessRate >= 0 && o.Load.MinSuccessRate <= 1):
+		return fmt.Errorf("--min-success-rate %v: want a fraction in [0, 1]", o.Load.MinSuccessRate)
 	case o.Load.SendLagThresholdMs <= 0:
 		return errors.New("--send-lag-threshold-ms must be positive")
 	case o.Workload.Endpoint != "" && o.Workload.Endpoint != "completions" && o.Workload.Endpoint != "chat":

@@ -16,12 +16,13 @@ import (
 // server may take minutes to flush its traces).
 type controller struct {
 	baseURL string
+	apiKey  string // sent as a bearer token when set (the profile routes require it)
 	client  *http.Client
 	timeout time.Duration
 }
 
-func newController(baseURL string, timeout time.Duration) *controller {
-	return &controller{baseURL: strings.TrimRight(baseURL, "/"), timeout: timeout,
+func newController(baseURL, apiKey string, timeout time.Duration) *controller {
+	return &controller{baseURL: strings.TrimRight(baseURL, "/"), apiKey: apiKey, timeout: timeout,
 		client: &http.Client{Transport: &http.Transport{Proxy: nil}}}
 }
 
@@ -45,6 +46,9 @@ func (c *controller) post(ctx context.Context, what string, body any) ([]byte, e
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.apiKey)
 	}
 	resp, err := c.client.Do(req)
 	if err != nil {

@@ -259,7 +259,7 @@ func TestHookHTTPCallsGolden(t *testing.T) {
 		base := BaseBackend(tc.label)
 		h := hookFor(base)
 		c := &capture{tool: tc.tool, label: tc.label, base: base, outDir: outDir, opts: &o}
-		ctl := newController(rec.srv.URL, time.Second)
+		ctl := newController(rec.srv.URL, "", time.Second)
 		check := func(phase string, want []call) {
 			t.Helper()
 			rec.mu.Lock()
@@ -309,7 +309,7 @@ func TestHookHTTPErrors(t *testing.T) {
 	rec := newRecorder(t)
 	rec.fail["/start_profile"] = http.StatusNotFound
 	rec.fail["/stop_profile"] = http.StatusBadRequest
-	ctl := newController(rec.srv.URL, time.Second)
+	ctl := newController(rec.srv.URL, "", time.Second)
 	c := &capture{tool: ToolTorch, label: "vllm", base: "vllm", outDir: "/o", opts: &o}
 	err := vllmBegin(context.Background(), c, ctl)
 	if err == nil || err.Error() != `start_profile failed: HTTP 404: {"detail":"no profiler"}` {

@@ -289,13 +289,14 @@ func (st *stage) drive(ctx context.Context, c *capture, h *hook, srv *backend.Se
 		fail(err.Error())
 		return
 	}
-	cl := client.New(client.Options{BaseURL: srv.BaseURL, MaxConcurrency: max(1, len(items)), Timeout: st.requestTimeout})
+	cl := client.New(client.Options{BaseURL: srv.BaseURL, MaxConcurrency: max(1, len(items)), Timeout: st.requestTimeout,
+		APIKey: srv.Spec.APIKey})
 	defer cl.Close()
 	if _, err := replay.Warmup(ctx, cl, q.Endpoint, warm); err != nil {
 		fail("warmup failed: " + err.Error())
 		return
 	}
-	ctl := newController(srv.BaseURL, st.opts.waits.HTTPTimeout)
+	ctl := newController(srv.BaseURL, srv.Spec.APIKey, st.opts.waits.HTTPTimeout)
 	defer ctl.close()
 	if h.begin != nil {
 		if err := h.begin(ctx, c, ctl); err != nil {

@@ -19,6 +19,30 @@ type CompareRule struct {
 	Metric  string  `json:"metric"`
 	Above   bool    `json:"above"`   // ">" (true) or "<"
 	Percent float64 `json:"percent"` // signed threshold in percent
+	// Default marks the rules of DefaultFailOn: one that matches no metric
+	// of the runs (TTFT in an offline-only comparison) is only a warning,
+	// where a rule the user named must be evaluated somewhere.
+	Default bool `json:"-"`
+}
+
+// DefaultFailOn are the rules bench compare applies without --fail-on:
+// latency tails may grow by 10% and output throughput may drop by 5%. Ten
+// per cent is above the run-to-run spread of a p90/p99 on a quiet machine
+// (docs/BENCHMARKS.md's A/Bs agree within 1-3%); throughput, a mean over the
+// whole run, is steadier, hence 5%.
+const DefaultFailOn = "ttft_ms.p90>+10%,ttft_ms.p99>+10%,tpot_ms.p90>+10%,tpot_ms.p99>+10%," +
+	"itl_ms.p99>+10%,e2e_ms.p99>+10%,output_tok_s<-5%"
+
+// DefaultRules parses DefaultFailOn.
+func DefaultRules() []CompareRule {
+	rules, err := ParseFailOn(DefaultFailOn)
+	if err != nil {
+		panic(err)
+	}
+	for i := range rules {
+		rules[i].Default = true
+	}
+	return rules
 }
 
 func (r CompareRule) String() string {
@@ -96,13 +120,18 @@ type CompareRow struct {
 
 // Comparison is the result of comparing two runs.
 type Comparison struct {
-	Baseline    string       `json:"baseline"`
-	Current     string       `json:"current"`
-	BaselineRun string       `json:"baseline_run,omitempty"` // one-line description from meta
-	CurrentRun  string       `json:"current_run,omitempty"`
-	Rules       []string     `json:"rules"`
-	Checks      int          `json:"checks"` // rows a rule was evaluated on
-	Regressions int          `json:"regressions"`
+	Baseline    string   `json:"baseline"`
+	Current     string   `json:"current"`
+	BaselineRun string   `json:"baseline_run,omitempty"` // one-line description from meta
+	CurrentRun  string   `json:"current_run,omitempty"`
+	Rules       []string `json:"rules"`
+	DefaultRule bool     `json:"default_rules,omitempty"` // Rules are DefaultFailOn (no --fail-on given)
+	Checks      int      `json:"checks"`                  // rows a rule was evaluated on
+	Regressions int      `json:"regressions"`
+	// Unevaluated names each rule (and where) that could not be evaluated:
+	// a null or zero baseline, a null on both sides, or a --fail-on rule
+	// that matched no metric of the runs. bench compare exits 2 on any.
+	Unevaluated []string     `json:"unevaluated,omitempty"`
 	Rows        []CompareRow `json:"rows"`
 	Warnings    []string     `json:"warnings,omitempty"`
 }
@@ -141,6 +170,7 @@ func Compare(base, cur RunPair, rules []CompareRule) (*Comparison, error) {
 	c := &Comparison{Baseline: base.Path, Current: cur.Path, Rules: []string{}}
 	for _, r := range rules {
 		c.Rules = append(c.Rules, r.String())
+		c.DefaultRule = r.Default
 	}
 	c.BaselineRun, c.CurrentRun = describeRun(base), describeRun(cur)
 	matched := 0
@@ -162,13 +192,20 @@ func Compare(base, cur RunPair, rules []CompareRule) (*Comparison, error) {
 		for _, row := range c.Rows {
 			applied = applied || row.Rule == r.String()
 		}
-		if !applied {
-			c.Warnings = append(c.Warnings, fmt.Sprintf("rule %s matched no metric of these runs", r))
+		switch {
+		case applied:
+		case r.Default:
+			c.Warnings = append(c.Warnings, fmt.Sprintf("default rule %s matched no metric of these runs", r))
+		default:
+			c.Unevaluated = append(c.Unevaluated, fmt.Sprintf("%s: matched no metric of these runs", r))
 		}
 	}
 	for _, row := range c.Rows {
 		if row.Rule != "" {
 			c.Checks++
+		}
+		if row.Rule != "" && row.Status == StatusNA {
+			c.Unevaluated = append(c.Unevaluated, fmt.Sprintf("%s: %s: %s", row.Rule, row.where(), whyNA(row)))
 		}
 		if row.Status == StatusRegression || (row.Status == StatusMissing && row.Rule != "") {
 			c.Regressions++
@@ -310,6 +347,27 @@ func evaluate(row CompareRow, inBase, inCur bool, r CompareRule) string {
 		return StatusNoise
 	}
 	return StatusRegression
+}
+
+// where names a row's backend and scale, e.g. "roseinfer scale 0.4".
+func (r CompareRow) where() string {
+	if r.Scale == nil {
+		return r.Kind + " " + r.Backend
+	}
+	return r.Backend + " scale " + formatScale(*r.Scale)
+}
+
+// whyNA says why a rule had no relative change to test.
+func whyNA(r CompareRow) string {
+	switch {
+	case r.Baseline == nil && r.Current == nil:
+		return "null in baseline and current"
+	case r.Baseline == nil:
+		return "null in the baseline"
+	case *r.Baseline == 0:
+		return "zero in the baseline"
+	}
+	return "no relative change"
 }
 
 func overlaps(a, b [2]float64) bool { return a[0] <= b[1] && b[0] <= a[1] }

@@ -20,12 +20,19 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 	if len(c.Rules) == 0 {
 		b.WriteString("- fail on: (no rules: deltas for information only)\n")
 	} else {
-		fmt.Fprintf(&b, "- fail on: `%s`\n", strings.Join(c.Rules, "`, `"))
+		defaults := ""
+		if c.DefaultRule {
+			defaults = " (the defaults; --fail-on names others)"
+		}
+		fmt.Fprintf(&b, "- fail on: `%s`%s\n", strings.Join(c.Rules, "`, `"), defaults)
 	}
 	b.WriteString("- a change beyond a rule is a regression unless both runs have repeat rounds and their 95% confidence intervals overlap\n")
-	if c.Regressions > 0 {
+	switch {
+	case c.Regressions > 0:
 		fmt.Fprintf(&b, "- result: **REGRESSION** (%d of %d checks)\n", c.Regressions, c.Checks)
-	} else {
+	case len(c.Unevaluated) > 0:
+		fmt.Fprintf(&b, "- result: **CANNOT EVALUATE** %d rule check(s) (%d checks, no regression)\n", len(c.Unevaluated), c.Checks)
+	default:
 		fmt.Fprintf(&b, "- result: **no regression** (%d checks)\n", c.Checks)
 	}
 
@@ -38,6 +45,12 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 	if len(regressions) > 0 {
 		b.WriteString("\n## Regressions\n\n")
 		writeCompareTable(&b, regressions)
+	}
+	if len(c.Unevaluated) > 0 {
+		b.WriteString("\n## Rules not evaluated\n\n")
+		for _, u := range c.Unevaluated {
+			fmt.Fprintf(&b, "- %s\n", u)
+		}
 	}
 	if len(c.Warnings) > 0 {
 		b.WriteString("\n## Warnings\n\n")

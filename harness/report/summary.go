@@ -88,6 +88,9 @@ func WriteOnlineSummary(w io.Writer, on *results.Online) error {
 	if err := renderMarkdown(w, header, align, cells); err != nil {
 		return err
 	}
+	if err := writeLowSuccess(w, on, rows); err != nil {
+		return err
+	}
 	return writeBackendProblems(w, on)
 }
 
@@ -123,6 +126,45 @@ func writeBackendProblems(w io.Writer, on *results.Online) error {
 	return err
 }
 
+// LowSuccess says why a scale's success rate fails the run, with its error
+// kinds and counts ("success rate 10.0% (5/50) below --min-success-rate 99%:
+// connect 45"), or "" when it meets min. The online runner fails the run on
+// it and the summary lists it, so both say the same.
+func LowSuccess(s results.Summary, min float64) string {
+	if s.NumRequests == 0 || s.SuccessRate >= min {
+		return ""
+	}
+	msg := fmt.Sprintf("success rate %s (%d/%d) below --min-success-rate %s",
+		percent(s.SuccessRate), s.NumSuccess, s.NumRequests, percent(min))
+	if kinds := errorKinds(s.ErrorsByKind); kinds != "" {
+		msg += ": " + kinds
+	}
+	return msg
+}
+
+func percent(f float64) string { return strconv.FormatFloat(f*100, 'f', -1, 64) + "%" }
+
+// writeLowSuccess lists, after the table, each scale whose success rate is
+// below the run's min_success_rate (meta), so a failed run says why.
+func writeLowSuccess(w io.Writer, on *results.Online, rows []results.Summary) error {
+	min, ok := on.Meta["min_success_rate"].(float64)
+	if !ok {
+		return nil
+	}
+	var b strings.Builder
+	for _, s := range rows {
+		if why := LowSuccess(s, min); why != "" {
+			fmt.Fprintf(&b, "- %s, scale %s: %s\n", results.BackendDisplayName(s.Backend),
+				strconv.FormatFloat(s.Scale, 'f', -1, 64), why)
+		}
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	_, err := io.WriteString(w, "\n**FAILED**: scales below the minimum success rate:\n\n"+b.String())
+	return err
+}
+
 // onlineNote says what a reader must know before trusting a row.
 func onlineNote(s results.Summary) string {
 	var notes []string
@@ -134,20 +176,14 @@ func onlineNote(s results.Summary) string {
 		notes = append(notes, "INVALID: "+reason)
 	}
 	if s.NumError > 0 {
-		kinds := make([]string, 0, len(s.ErrorsByKind))
-		for k := range s.ErrorsByKind {
-			kinds = append(kinds, k)
-		}
-		sort.Strings(kinds)
-		parts := make([]string, 0, len(kinds))
-		for _, k := range kinds {
-			parts = append(parts, fmt.Sprintf("%s %d", k, s.ErrorsByKind[k]))
-		}
 		msg := fmt.Sprintf("%d errors", s.NumError)
-		if len(parts) > 0 {
-			msg += " (" + strings.Join(parts, ", ") + ")"
+		if kinds := errorKinds(s.ErrorsByKind); kinds != "" {
+			msg += " (" + kinds + ")"
 		}
 		notes = append(notes, msg)
+	}
+	if s.NumRetries > 0 {
+		notes = append(notes, fmt.Sprintf("%d retried on a new connection", s.NumRetries))
 	}
 	if len(s.Rounds) > 1 {
 		notes = append(notes, fmt.Sprintf("%d rounds", len(s.Rounds)))

@@ -28,6 +28,10 @@ type Options struct {
 	ClientCPUs   string   // --client-cpus; "" = the original's split, "none" = no pinning
 	GPU          string   // --gpu: CUDA_VISIBLE_DEVICES for launched servers ("" = inherit)
 	TimeoutReady time.Duration
+	// APIKey (--api-key, else $OPENAI_API_KEY) is sent as a bearer token on
+	// every request and passed to the servers launched (backend.Spec.APIKey);
+	// never recorded.
+	APIKey string
 	// ThirdParty holds the vLLM, SGLang, TensorRT-LLM, llama-server and
 	// --backend-cmd flags (backend.RegisterThirdPartyFlags).
 	ThirdParty backend.ThirdPartyOptions

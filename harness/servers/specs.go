@@ -23,7 +23,7 @@ func Specs(ctx context.Context, o *Options, c traces.Context) ([]backend.Spec, [
 		if len(o.Backends) == 1 && o.Backends[0] != "roseinfer" {
 			label = o.Backends[0]
 		}
-		return []backend.Spec{backend.OpenAI(label, o.BaseURL)}, nil, nil
+		return []backend.Spec{backend.OpenAI(label, o.BaseURL, o.APIKey)}, nil, nil
 	}
 	var specs []backend.Spec
 	var skipped []*results.Backend
@@ -57,7 +57,8 @@ func Specs(ctx context.Context, o *Options, c traces.Context) ([]backend.Spec, [
 		if o.GPU != "" {
 			env["CUDA_VISIBLE_DEVICES"] = o.GPU
 		}
-		common := backend.RoseinferOptions{Binary: bin, Device: o.Device, Model: o.Model, Flags: o.ServerArgs, Env: env}
+		common := backend.RoseinferOptions{Binary: bin, Device: o.Device, Model: o.Model, Flags: o.ServerArgs, Env: env,
+			APIKey: o.APIKey}
 		specs = append(specs, backend.Roseinfer(common))
 		for _, v := range o.Variants {
 			label, flags, err := backend.ParseVariant(v)

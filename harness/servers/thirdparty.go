@@ -21,7 +21,8 @@ func thirdPartySpec(ctx context.Context, name string, o *Options, c traces.Conte
 			Error: fmt.Sprintf("backend %q is not supported by this build (roseinfer, vllm, sglang, trtllm, llama, custom, or --base-url for a running server)", name)}, nil
 	}
 	spec, err := backend.ThirdParty(ctx, name, &o.ThirdParty, backend.ThirdPartyRun{
-		Model: o.Model, ContextLen: c.ServerMaxLen(), GPU: o.GPU, ServerCPUs: o.ServerCPUs, Root: o.EnvsRoot})
+		Model: o.Model, ContextLen: c.ServerMaxLen(), GPU: o.GPU, ServerCPUs: o.ServerCPUs, Root: o.EnvsRoot,
+		APIKey: o.APIKey})
 	var u *backend.Unavailable
 	if errors.As(err, &u) {
 		return backend.Spec{}, u.Record(), nil
