@@ -74,11 +74,21 @@ func (s *Server) planChat(req *chatRequest) (*plan, *Error) {
 	if e != nil {
 		return nil, e
 	}
+	if !isNullOrEmptyList(req.Tools) {
+		return nil, errUnsupported("tools", "\"tools\" is not supported")
+	}
 	msgs, e := parseChatMessages(req.Messages)
 	if e != nil {
 		return nil, e
 	}
-	text := s.cfg.ChatFormat(msgs)
+	opts, e := parseChatTemplateKwargs(req.ChatTemplateKwargs)
+	if e != nil {
+		return nil, e
+	}
+	text, err := s.cfg.ChatFormat(msgs, opts)
+	if err != nil {
+		return nil, errInvalid("messages", "%s", err.Error())
+	}
 	ids, e := s.encodePrompt(text)
 	if e != nil {
 		e.Param = "messages"

@@ -187,12 +187,15 @@ func parseChatMessages(msgs []chatMessage) ([]arch.ChatMessage, *Error) {
 			return nil, errInvalid("messages", "messages[%d]: unsupported role %q (system, developer, user, "+
 				"assistant)", i, m.Role)
 		}
+		if !isNullOrEmptyList(m.ToolCalls) {
+			return nil, errUnsupported("messages", "messages[%d]: \"tool_calls\" are not supported", i)
+		}
 		text, e := parseChatContent(m.Content)
 		if e != nil {
 			e.Message = "messages[" + strconv.Itoa(i) + "]: " + e.Message
 			return nil, e
 		}
-		parsed[i] = arch.ChatMessage{Role: m.Role, Content: text}
+		parsed[i] = arch.ChatMessage{Role: m.Role, Content: text, ReasoningContent: m.ReasoningContent}
 	}
 	return parsed, nil
 }

@@ -29,12 +29,20 @@ type chatRequest struct {
 	MaxCompletionTokens *int          `json:"max_completion_tokens"` // OpenAI's newer name; wins over max_tokens
 	Logprobs            bool          `json:"logprobs"`
 	TopLogprobs         *int          `json:"top_logprobs"`
+	// ChatTemplateKwargs are vLLM's switches for the chat template; only
+	// enable_thinking is read (chat.go).
+	ChatTemplateKwargs json.RawMessage `json:"chat_template_kwargs"`
+	Tools              json.RawMessage `json:"tools"` // not supported: a 400 unless null or []
 	samplingFields
 }
 
 type chatMessage struct {
 	Role    string          `json:"role"`
 	Content json.RawMessage `json:"content"` // a string or a list of {"type":"text","text":...} parts
+	// ReasoningContent is an assistant turn's reasoning apart from its
+	// content, as vLLM returns and accepts it; null is absent.
+	ReasoningContent *string         `json:"reasoning_content"`
+	ToolCalls        json.RawMessage `json:"tool_calls"` // not supported: a 400 unless null or []
 }
 
 // samplingFields are shared by both endpoints.

@@ -45,8 +45,9 @@ type Config struct {
 	MetricsAuth bool
 	// ChatFormat renders chat messages as the prompt: the model family's
 	// (launch.Resolved.Family.Chat); default arch.PlainChat, the
-	// role-prefixed format of families without a template.
-	ChatFormat func(msgs []arch.ChatMessage) string
+	// role-prefixed format of families without a template. Its error is a
+	// 400 on "messages".
+	ChatFormat func(msgs []arch.ChatMessage, opts arch.ChatOptions) (string, error)
 	// ProfileHandler, when set, serves POST /start_profile and POST
 	// /stop_profile (engine/profile's Profiler.Handler).
 	ProfileHandler http.Handler

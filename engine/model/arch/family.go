@@ -63,8 +63,9 @@ type Family struct {
 	// where the family has one, the built-in tokenizer used when a checkpoint
 	// has no tokenizer files ("gpt2-bpe": GPT-2's byte-level BPE).
 	TokenizerKind string
-	// Chat renders a conversation as the prompt the model continues.
-	Chat func(msgs []ChatMessage) string
+	// Chat renders a conversation as the prompt the model continues; an
+	// error is the client's (a message the format cannot render).
+	Chat func(msgs []ChatMessage, opts ChatOptions) (string, error)
 
 	// ParseConfig decodes config.json and rejects variants the Program does
 	// not implement; the result is complete and valid.
@@ -99,6 +100,23 @@ type Family struct {
 // "developer", "user" or "assistant" (the server has validated it).
 type ChatMessage struct {
 	Role, Content string
+	// ReasoningContent is an assistant turn's reasoning given apart from
+	// its content (vLLM's reasoning_content); nil when absent, which a
+	// template tells from "".
+	ReasoningContent *string
+}
+
+// ChatOptions are a chat format's switches, as HF apply_chat_template and
+// vLLM's chat_template_kwargs name them. A format without them ignores
+// what it does not use.
+type ChatOptions struct {
+	// AddGenerationPrompt ends the prompt with the opening of the
+	// assistant's turn; the chat completions API always sets it.
+	AddGenerationPrompt bool
+	// EnableThinking lets a reasoning model think before it answers. The
+	// templates' default is true; the server sets it true unless the
+	// request's chat_template_kwargs say false.
+	EnableThinking bool
 }
 
 // LegacyFamily is the family of a Config whose Family is empty: Go literals
