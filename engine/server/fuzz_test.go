@@ -35,6 +35,9 @@ func FuzzCompletionsHandler(f *testing.F) {
 		`{"messages":[{"role":"user","content":"Hi"}],"max_tokens":3,"stream":true}`,
 		`{"messages":[{"role":"system","content":[{"type":"text","text":"S"}]}],"max_completion_tokens":2}`,
 		`{"messages":[{"role":"user"}],"max_tokens":2,"stop":["e"]}`,
+		`{"messages":[{"role":"user","content":"Hi"}],"chat_template_kwargs":{"enable_thinking":false,"x":{}}}`,
+		`{"messages":[{"role":"assistant","content":"<think>r</think>a","reasoning_content":null}],"tools":[]}`,
+		`{"messages":[{"role":"user","content":"Hi","tool_calls":[{}]}],"chat_template_kwargs":{"enable_thinking":1}}`,
 	} {
 		f.Add(false, []byte(seed))
 		f.Add(true, []byte(seed))
