@@ -42,6 +42,8 @@ type qwen3GoldenIndex struct {
 		Offset   int    `json:"offset"`
 		Length   int    `json:"length"`
 	} `json:"rows"`
+	Preset   string             `json:"preset"`
+	Seed     uint64             `json:"seed"`
 	Greedy   map[string][]int32 `json:"greedy"`
 	Versions map[string]string  `json:"versions"`
 	Errors   []string           `json:"errors"`
@@ -70,6 +72,10 @@ func readQwen3Golden(t *testing.T) (qwen3GoldenPrompts, qwen3GoldenIndex, []floa
 	}
 	if len(index.Errors) > 0 {
 		t.Fatalf("the fixture records errors: %v", index.Errors)
+	}
+	if index.Preset != spec.Preset || index.Seed != spec.Seed {
+		t.Fatalf("the fixture is of preset %q seed %d, the prompts file asks for %q seed %d: remake it",
+			index.Preset, index.Seed, spec.Preset, spec.Seed)
 	}
 	raw := read(qwen3LogitsFile)
 	floats := make([]float32, len(raw)/4)
