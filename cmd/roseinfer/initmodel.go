@@ -1,14 +1,19 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/roseinfer/roseinfer/engine/launch"
 	"github.com/roseinfer/roseinfer/engine/model"
+	"github.com/roseinfer/roseinfer/engine/model/qwen3"
+	qwen3data "github.com/roseinfer/roseinfer/engine/tokenizer/data/qwen3"
 )
 
 // initModelOptions are the flags of `roseinfer init-model`.
@@ -20,18 +25,20 @@ type initModelOptions struct {
 }
 
 func newInitModelCommand() *cobra.Command {
-	o := initModelOptions{preset: "tiny", dtype: "fp32"}
+	o := initModelOptions{preset: "tiny"}
 	cmd := &cobra.Command{
 		Use:   "init-model",
 		Short: "Write an HF checkpoint directory with deterministic random weights",
 		Long: `init-model writes config.json, model.safetensors and the model family's
-tokenizer files (for GPT-2: vocab.json, merges.txt, ...) into --out. The
-weights are a pure function of (preset, seed), so the same command gives the
-same checkpoint anywhere, and transformers' from_pretrained loads it
-(GPT2LMHeadModel for the GPT-2 presets).
+tokenizer files (for GPT-2: vocab.json, merges.txt, ...; for Qwen3:
+tokenizer.json, tokenizer_config.json and generation_config.json) into --out.
+The weights are a pure function of (preset, seed), so the same command gives
+the same checkpoint anywhere, and transformers' from_pretrained loads it
+(GPT2LMHeadModel for the GPT-2 presets, Qwen3ForCausalLM for the Qwen3 ones).
 
   roseinfer init-model --preset gpt2 --seed 1 --dtype fp16 --out ./gpt2-random
-  roseinfer init-model --preset tiny --out ./tiny   # the model serve runs without --model`,
+  roseinfer init-model --preset tiny --out ./tiny   # the model serve runs without --model
+  roseinfer init-model --preset qwen3-0.6b --out ./qwen3-0.6b-random   # bf16, as Qwen/Qwen3-0.6B`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runInitModel(o, cmd.OutOrStdout())
@@ -40,7 +47,7 @@ same checkpoint anywhere, and transformers' from_pretrained loads it
 	fs := cmd.Flags()
 	fs.StringVar(&o.preset, "preset", o.preset, fmt.Sprintf("model shape: %v", model.PresetNames()))
 	fs.Uint64Var(&o.seed, "seed", o.seed, "weights seed")
-	fs.StringVar(&o.dtype, "dtype", o.dtype, "weights dtype in model.safetensors: fp32, fp16 or bf16")
+	fs.StringVar(&o.dtype, "dtype", o.dtype, "weights dtype in model.safetensors: fp32, fp16 or bf16 (default: bf16 for Qwen3 presets, fp32 otherwise)")
 	fs.StringVar(&o.out, "out", o.out, "output directory (created if missing; files in it are replaced)")
 	_ = cmd.MarkFlagRequired("out")
 	return cmd
@@ -50,6 +57,12 @@ func runInitModel(o initModelOptions, out io.Writer) error {
 	cfg, err := model.Preset(o.preset)
 	if err != nil {
 		return err
+	}
+	if o.dtype == "" {
+		o.dtype = "fp32"
+		if cfg.Family == qwen3.Family.Name {
+			o.dtype = "bf16" // as Qwen's checkpoints ship
+		}
 	}
 	dtype, err := model.ParseDType(o.dtype)
 	if err != nil {
@@ -72,14 +85,50 @@ func runInitModel(o initModelOptions, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	tok, err := launch.BuiltinTokenizer(fam.TokenizerKind)
-	if err != nil {
-		return err
+	if fam.Name == qwen3.Family.Name {
+		err = writeQwen3Files(o.out, cfg)
+	} else {
+		err = writeBuiltinTokenizer(o.out, fam.TokenizerKind)
 	}
-	if err := tok.WriteFiles(o.out); err != nil {
+	if err != nil {
 		return err
 	}
 	_, err = fmt.Fprintf(out, "wrote %s: preset %s, seed %d, %s, %d parameters\n", o.out, o.preset, o.seed, dtype,
 		cfg.NumParameters())
 	return err
+}
+
+// writeBuiltinTokenizer writes the files of the tokenizer engine/tokenizer
+// carries for kind (GPT-2's).
+func writeBuiltinTokenizer(dir, kind string) error {
+	tok, err := launch.BuiltinTokenizer(kind)
+	if err != nil {
+		return err
+	}
+	return tok.WriteFiles(dir)
+}
+
+// writeQwen3Files writes what a Qwen/Qwen3 directory carries beside the
+// weights: generation_config.json (bos and the two stop ids) and the real
+// tokenizer files committed at engine/tokenizer/data/qwen3.
+func writeQwen3Files(dir string, cfg model.Config) error {
+	gen, err := qwen3.GenerationConfigJSON(cfg)
+	if err != nil {
+		return err
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(qwen3data.TokenizerJSONGz))
+	if err != nil {
+		return fmt.Errorf("embedded tokenizer.json.gz: %w", err)
+	}
+	tokJSON, err := io.ReadAll(zr)
+	if err != nil {
+		return fmt.Errorf("embedded tokenizer.json.gz: %w", err)
+	}
+	for name, data := range map[string][]byte{"generation_config.json": gen, "tokenizer.json": tokJSON,
+		"tokenizer_config.json": qwen3data.TokenizerConfigJSON} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/roseinfer/roseinfer/engine/device/cuda"
 	"github.com/roseinfer/roseinfer/engine/model"
 	"github.com/roseinfer/roseinfer/engine/model/gpt2"
+	"github.com/roseinfer/roseinfer/engine/model/qwen3"
 	"github.com/roseinfer/roseinfer/engine/profile/phase"
 	"github.com/roseinfer/roseinfer/engine/tokenizer"
 )
@@ -185,6 +186,10 @@ func BuiltinTokenizer(kind string) (*tokenizer.Tokenizer, error) {
 	switch kind {
 	case gpt2.TokenizerKind:
 		return tokenizer.Default()
+	case qwen3.TokenizerKind:
+		// No built-in Qwen3 tokenizer yet: a Qwen3 directory must carry
+		// tokenizer.json, read by tokenizer.Load.
+		return nil, fmt.Errorf("tokenizer kind %s: not available in this build", kind)
 	}
 	return nil, fmt.Errorf("no built-in tokenizer of kind %q", kind)
 }

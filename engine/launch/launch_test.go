@@ -220,7 +220,26 @@ func TestResolveUnknownModelType(t *testing.T) {
 	o := Defaults()
 	o.ModelDir, o.Device = dir, "sim"
 	_, err := Resolve(o, nil)
-	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), `model_type "llama" is not supported (supported: [gpt2])`) {
+	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), `model_type "llama" is not supported (supported: [gpt2 qwen3])`) {
 		t.Errorf("error %v, want one naming %s and the supported types", err, path)
+	}
+}
+
+// TestResolveQwen3WithoutTokenizer: a Qwen3 directory without tokenizer
+// files is a clear error, as this build has no built-in Qwen3 tokenizer.
+func TestResolveQwen3WithoutTokenizer(t *testing.T) {
+	dir := t.TempDir()
+	c, err := model.Preset("qwen3-tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := model.WriteConfig(filepath.Join(dir, model.ConfigFile), c, "bfloat16"); err != nil {
+		t.Fatal(err)
+	}
+	o := Defaults()
+	o.ModelDir, o.Device = dir, "sim"
+	_, err = Resolve(o, nil)
+	if err == nil || !strings.Contains(err.Error(), "tokenizer kind qwen2-bpe: not available in this build") {
+		t.Errorf("error %v, want one saying the qwen2-bpe tokenizer is not available", err)
 	}
 }

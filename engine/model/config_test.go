@@ -15,12 +15,13 @@ func TestPresetsValidate(t *testing.T) {
 		if err := c.Validate(); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
-		if c.VocabSize != GPT2VocabSize || c.MaxSeqLen != 1024 {
+		if c.Family == "gpt2" && (c.VocabSize != GPT2VocabSize || c.MaxSeqLen != 1024) {
 			t.Errorf("%s: V=%d maxT=%d, want the real GPT-2 vocabulary and 1024 positions", name, c.VocabSize, c.MaxSeqLen)
 		}
 	}
-	// The published sizes: 124M and 355M parameters (wte counted once).
-	for name, want := range map[string]int{"gpt2": 124439808, "gpt2-medium": 354823168} {
+	// The published sizes: 124M and 355M parameters (wte counted once), and
+	// Qwen/Qwen3-0.6B's 596M (tied embeddings).
+	for name, want := range map[string]int{"gpt2": 124439808, "gpt2-medium": 354823168, "qwen3-0.6b": 596049920} {
 		c, _ := Preset(name)
 		if got := c.NumParameters(); got != want {
 			t.Errorf("%s: %d parameters, want %d", name, got, want)
@@ -51,7 +52,7 @@ func TestParseConfig(t *testing.T) {
 			gpt2Config(2, 1, 64, 1024, 50257, 50256), ""},
 		{"old n_ctx key", `{"n_ctx":512,"n_layer":1,"n_head":1,"n_embd":8,"vocab_size":10,"eos_token_id":9}`,
 			gpt2Config(1, 1, 8, 512, 10, 9), ""},
-		{"other model type", `{"model_type":"llama"}`, Config{}, `model_type "llama" is not supported (supported: [gpt2])`},
+		{"other model type", `{"model_type":"llama"}`, Config{}, `model_type "llama" is not supported (supported: [gpt2 qwen3])`},
 		{"relu", `{"activation_function":"relu"}`, Config{}, "activation_function"},
 		{"n_inner", `{"n_inner":100}`, Config{}, "n_inner"},
 		{"untied", `{"tie_word_embeddings":false}`, Config{}, "tie_word_embeddings"},

@@ -5,4 +5,5 @@ package model
 // see arch's package doc).
 import (
 	_ "github.com/roseinfer/roseinfer/engine/model/gpt2"
+	_ "github.com/roseinfer/roseinfer/engine/model/qwen3"
 )

@@ -26,7 +26,7 @@ func fileTensors(w *Weights) []fileTensor {
 	ts := w.Tensors
 	for i := 0; i < len(ts); {
 		if !ts[i].PerLayer {
-			fts = append(fts, newFileTensor(&ts[i], ts[i].File, ts[i].Data))
+			fts = appendFileTensors(fts, &ts[i], -1, ts[i].Data)
 			i++
 			continue
 		}
@@ -36,10 +36,33 @@ func fileTensors(w *Weights) []fileTensor {
 		}
 		for l := 0; l < L; l++ {
 			for k := i; k < j; k++ {
-				fts = append(fts, newFileTensor(&ts[k], fmt.Sprintf(ts[k].File, l), ts[k].Layer(l, L)))
+				fts = appendFileTensors(fts, &ts[k], l, ts[k].Layer(l, L))
 			}
 		}
 		i = j
+	}
+	return fts
+}
+
+// appendFileTensors appends the file tensors of t's data (layer l's slice,
+// or the whole tensor when l < 0): one, or one per part, each a contiguous
+// run of the canonical rows.
+func appendFileTensors(fts []fileTensor, t *arch.Tensor, l int, data []float32) []fileTensor {
+	name := func(file string) string {
+		if l < 0 {
+			return file
+		}
+		return fmt.Sprintf(file, l)
+	}
+	if len(t.Parts) == 0 {
+		return append(fts, newFileTensor(t, name(t.File), data))
+	}
+	rowWidth := len(data) / t.Shape[0]
+	off := 0
+	for _, p := range t.Parts {
+		n := p.Rows * rowWidth
+		fts = append(fts, fileTensor{name: name(p.File), shape: []int{p.Rows, rowWidth}, data: data[off : off+n : off+n]})
+		off += n
 	}
 	return fts
 }

@@ -30,6 +30,7 @@ func randomPrompt(rng *rand.Rand, n, vocab int) []int32 {
 // prefill == whole prefill together.
 func TestBatchedEqualsSingle(t *testing.T) {
 	tiny, _ := model.Preset("tiny")
+	qwen3Tiny, _ := model.Preset("qwen3-tiny") // grouped heads, rotary positions
 	for _, tc := range []struct {
 		name                string
 		cfg                 model.Config
@@ -41,6 +42,7 @@ func TestBatchedEqualsSingle(t *testing.T) {
 		{"small", smallConfig, 7, 60, 10, 24, 2, 1},
 		{"small one worker", smallConfig, 5, 40, 6, 9, 1, 2},
 		{"tiny", tiny, 4, 70, 4, 32, 2, 3},
+		{"qwen3-tiny", qwen3Tiny, 4, 50, 4, 16, 2, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(tc.seed, 0))

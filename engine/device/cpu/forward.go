@@ -100,7 +100,9 @@ func (st *stepLayout) prepare(b *device.Batch, cfg model.Config, kv *kvCache) er
 // each layer, then the Head ops on the sampled rows only. For GPT-2 that is
 // llm.c's list: encoder; per layer layernorm, qkv matmul, attention (with
 // its KV append), projection, residual, layernorm, MLP up, GELU, MLP down,
-// residual; then the final layernorm and the LM head.
+// residual; then the final layernorm and the LM head. For Qwen3 the norms
+// are RMSNorms, attention first norms and rotates q and k, and the MLP is
+// gate|up, SwiGLU, down.
 func (d *Device) forward() {
 	a, st := &d.acts, &d.st
 	BT, M := len(st.tokens), len(st.sampleRows)
@@ -147,9 +149,21 @@ func (d *Device) runOp(o *op, l, rows int, bufs *[arch.NumBufs][]float32, scratc
 		if o.Accumulate {
 			residualForward(out, out, dst, rows*o.OutDim)
 		}
+	case arch.OpRMSNorm:
+		rmsnormForward(out, in, w, o.Eps, rows, o.InDim, p)
+	case arch.OpSwiGLU:
+		swigluForward(out, in, rows, o.OutDim, p)
 	case arch.OpAttention:
-		kvAppendForward(d.kv, l, in, &d.st, rows, o.OutDim)
-		attentionForward(out, in, d.kv, l, &d.st, d.scores, rows, o.OutDim, o.NumHeads, p)
+		NH, NKV, HS := o.NumHeads, o.NumKVHeads, o.HeadDim
+		if o.qNorm != nil {
+			qw, kw := o.layerQKNorm(l)
+			qkNormForward(in, qw, kw, o.Eps, rows, NH, NKV, HS, p)
+		}
+		if o.RopeTheta > 0 {
+			ropeForward(in, d.st.positions, o.RopeTheta, rows, NH, NKV, HS, p)
+		}
+		kvAppendForward(d.kv, l, in, &d.st, rows, NH, NKV, HS)
+		attentionForward(out, in, d.kv, l, &d.st, d.scores, rows, NH, NKV, HS, p)
 	case arch.OpGELU:
 		geluForward(out, in, rows*o.InDim, p)
 	case arch.OpResidual:

@@ -37,17 +37,20 @@ func (kv *kvCache) slot(table []int32, pos int) int {
 	return int(table[pos/kv.blockSize])*kv.blockSize + pos%kv.blockSize
 }
 
-// kvAppendForward stores each token's key and value, the middle and last
-// thirds of its qkv row (BT, 3C), into its slot of layer l's cache, before
-// attention reads them: a token attends to itself and to its chunk's earlier
-// tokens through the cache, exactly as to tokens of earlier steps.
-func kvAppendForward(kv *kvCache, l int, qkv []float32, st *stepLayout, BT, C int) {
+// kvAppendForward stores each token's key and value (NKV·HS each, after
+// its NH·HS query in its qkv row (BT, (NH+2·NKV)·HS)) into its slot of
+// layer l's cache, before attention reads them: a token attends to itself
+// and to its chunk's earlier tokens through the cache, exactly as to tokens
+// of earlier steps.
+func kvAppendForward(kv *kvCache, l int, qkv []float32, st *stepLayout, BT, NH, NKV, HS int) {
 	kc, vc := kv.k[l], kv.v[l]
+	qWidth, C := NH*HS, NKV*HS
+	rowWidth := qWidth + 2*C
 	for i := 0; i < BT; i++ {
 		s := kv.slot(st.blockTables[st.seqIndex[i]], int(st.positions[i]))
-		row := qkv[i*3*C : (i+1)*3*C]
-		copy(kc[s*C:(s+1)*C], row[C:2*C])
-		copy(vc[s*C:(s+1)*C], row[2*C:3*C])
+		row := qkv[i*rowWidth : (i+1)*rowWidth]
+		copy(kc[s*C:(s+1)*C], row[qWidth:qWidth+C])
+		copy(vc[s*C:(s+1)*C], row[qWidth+C:qWidth+2*C])
 	}
 }
 

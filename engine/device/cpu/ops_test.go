@@ -74,12 +74,12 @@ func TestAttentionMatchesDense(t *testing.T) {
 		row := qkv[i*3*C : (i+1)*3*C]
 		dense[st.seqIndex[i]][st.positions[i]] = [2][]float32{row[C : 2*C], row[2*C:]}
 	}
-	kvAppendForward(kv, 0, qkv, st, BT, C)
+	kvAppendForward(kv, 0, qkv, st, BT, NH, NH, HS)
 	p := newPool(2)
 	defer p.close()
 	scores := [][]float32{make([]float32, maxT), make([]float32, maxT)}
 	out := make([]float32, BT*C)
-	attentionForward(out, qkv, kv, 0, st, scores, BT, C, NH, p)
+	attentionForward(out, qkv, kv, 0, st, scores, BT, NH, NH, HS, p)
 
 	for i := range BT {
 		seq, pos := st.seqIndex[i], int(st.positions[i])

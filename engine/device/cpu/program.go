@@ -14,6 +14,17 @@ type op struct {
 	weight, bias, pos []float32 // whole tensors: per-layer ones stacked (L, ...)
 	weightSize        int       // per layer; 0 when the tensor is not per-layer
 	biasSize          int
+	qNorm, kNorm      []float32 // OpAttention's per-head norm weights, stacked (L, HS); nil = none
+	qkNormSize        int       // per layer
+}
+
+// layerQKNorm is layer l's q and k norm weights (HS each).
+func (o *op) layerQKNorm(l int) (qw, kw []float32) {
+	if o.qkNormSize == 0 {
+		return o.qNorm, o.kNorm
+	}
+	n := o.qkNormSize
+	return o.qNorm[l*n : (l+1)*n], o.kNorm[l*n : (l+1)*n]
 }
 
 // layerWeights are layer l's slices of the op's weight and bias (the whole
@@ -90,9 +101,6 @@ func resolveOp(o arch.Op, w *model.Weights, inLayer bool) (op, error) {
 	case arch.OpEmbed:
 		r.weight, r.weightSize, err = tensor(o.Weight, c.VocabSize*o.OutDim)
 		r.pos, _, perr = tensor(o.Pos, c.MaxSeqLen*o.OutDim)
-		if o.Pos == "" {
-			perr = fmt.Errorf("an embedding without a position table is not implemented")
-		}
 	case arch.OpLayerNorm:
 		r.weight, r.weightSize, err = tensor(o.Weight, o.InDim)
 		r.bias, r.biasSize, berr = tensor(o.Bias, o.InDim)
@@ -105,10 +113,31 @@ func resolveOp(o arch.Op, w *model.Weights, inLayer bool) (op, error) {
 		if o.Act != arch.ActNone && o.Act != arch.ActGELU {
 			perr = fmt.Errorf("activation %d is not implemented", o.Act)
 		}
+	case arch.OpRMSNorm:
+		r.weight, r.weightSize, err = tensor(o.Weight, o.InDim)
+		if o.Bias != "" || o.InDim != o.OutDim || !(o.Eps > 0) {
+			berr = fmt.Errorf("an rmsnorm has no bias, keeps the width and needs eps > 0")
+		}
+	case arch.OpSwiGLU:
+		if o.InDim != 2*o.OutDim {
+			err = fmt.Errorf("swiglu reads gate and up side by side: in width %d is not 2 x %d", o.InDim, o.OutDim)
+		}
 	case arch.OpAttention:
-		if !inLayer || o.NumKVHeads != o.NumHeads || o.NumHeads*o.HeadDim != o.OutDim || o.InDim != 3*o.OutDim ||
-			o.OutDim != c.KVChannels() {
-			err = fmt.Errorf("only multi-head attention with NH·HS = C and a (3C) qkv row is implemented: %+v", o)
+		NH, NKV, HS := o.NumHeads, o.NumKVHeads, o.HeadDim
+		if !inLayer || NH < 1 || NKV < 1 || HS < 1 || NH%NKV != 0 || o.OutDim != NH*HS || o.InDim != (NH+2*NKV)*HS ||
+			NKV*HS != c.KVChannels() {
+			err = fmt.Errorf("attention needs NKV | NH, a (NH+2·NKV)·HS qkv row, an NH·HS output and NKV·HS = the cache's %d channels: %+v",
+				c.KVChannels(), o)
+			break
+		}
+		if (o.QNorm == "") != (o.KNorm == "") || o.QNorm != "" && !(o.Eps > 0) {
+			berr = fmt.Errorf("q and k norms come together, with eps > 0")
+			break
+		}
+		r.qNorm, r.qkNormSize, berr = tensor(o.QNorm, HS)
+		r.kNorm, _, perr = tensor(o.KNorm, HS)
+		if o.RopeTheta < 0 || o.RopeTheta > 0 && HS%2 != 0 {
+			perr = fmt.Errorf("rotary positions need theta > 0 and an even head size, got %g and %d", o.RopeTheta, HS)
 		}
 	case arch.OpGELU, arch.OpResidual:
 		if o.InDim != o.OutDim {

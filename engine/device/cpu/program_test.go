@@ -82,7 +82,11 @@ func TestProgramRejected(t *testing.T) {
 		wantErr string
 	}{
 		{"unknown kind", func(p *arch.Program) { p.Layer[0].Kind = 99 }, "layer op 0 (OpKind(99)): op kind OpKind(99) is not implemented"},
-		{"grouped-query attention", func(p *arch.Program) { p.Layer[2].NumKVHeads = 2 }, "only multi-head attention"},
+		// Grouped heads over a qkv row laid out for as many KV heads as query heads.
+		{"attention row mismatch", func(p *arch.Program) { p.Layer[2].NumKVHeads = 2 }, "a (NH+2·NKV)·HS qkv row"},
+		{"q norm without k norm", func(p *arch.Program) { p.Layer[2].QNorm, p.Layer[2].Eps = "ln1w", 1e-5 }, "q and k norms come together"},
+		{"rmsnorm with a bias", func(p *arch.Program) { p.Layer[0].Kind = arch.OpRMSNorm }, "an rmsnorm has no bias"},
+		{"swiglu width", func(p *arch.Program) { p.Layer[7].Kind = arch.OpSwiGLU }, "not 2 x"},
 		{"missing tensor", func(p *arch.Program) { p.Layer[1].Weight = "nope" }, `no tensor "nope"`},
 		{"wrong width", func(p *arch.Program) { p.Layer[1].OutDim++ }, "per-layer tensor \"qkvw\""},
 		{"attention in the head", func(p *arch.Program) { p.Head = append([]arch.Op{p.Layer[2]}, p.Head...) }, "head op 0"},

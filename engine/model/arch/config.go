@@ -20,6 +20,7 @@ type Config struct {
 	VocabSize        int     // V
 	LayerNormEpsilon float32 // the norms' epsilon (LayerNorm or RMSNorm)
 	EOSTokenID       int32   // the token that ends a generation
+	RopeTheta        float64 // rotary position base θ (rope_theta); 0 = none (learned positions)
 }
 
 // Complete returns c with the sizes its family derives filled in and Family

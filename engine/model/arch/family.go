@@ -30,16 +30,18 @@
 //  1. Write a package under engine/model (say engine/model/qwen3) that
 //     declares one Family value: HF config.json parsing and writing,
 //     presets, the tensor specs (canonical names and shapes, the checkpoint's
-//     names, whether the file stores a matrix transposed), the random-init
+//     names, whether the file stores a matrix transposed or as several
+//     stacked parts, as Qwen3's q|k|v and gate|up), the random-init
 //     rule, the Program (the ops of the embedding, of one layer, of the
 //     head), its tokenizer kind and its chat format.
 //  2. Register it: the package's init calls Register, and one import line in
 //     engine/model/families.go links it into every binary.
-//  3. If its Program uses an op kind no family used before (Qwen3 needs
-//     RMSNorm, per-head q/k RMSNorm, rotary positions, SiLU-and-mul, and
-//     attention with NKV < NH and HS != C/NH), add the kind to op.go and
-//     implement it on each device (engine/device/cpu, engine/device/cuda);
-//     a device rejects at construction a Program with a kind it lacks.
+//  3. If its Program uses an op kind no family used before, add the kind
+//     to op.go and implement it on each device (engine/device/cpu,
+//     engine/device/cuda); a device rejects at construction a Program with
+//     a kind it lacks. (Qwen3 added OpRMSNorm, OpSwiGLU and attention's
+//     q/k norms, rotary positions and NKV < NH with HS != C/NH; the CPU
+//     device runs them, the CUDA device does not yet.)
 //  4. If its tokenizer kind is new, engine/launch maps the kind to a
 //     tokenizer.
 //

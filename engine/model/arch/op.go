@@ -17,19 +17,36 @@ const (
 	// Out += that result instead of Out = it (a residual add).
 	OpLinear
 	// OpAttention: causal attention over the paged KV cache. In holds each
-	// row's q (NH·HS), k and v (NKV·HS each) side by side; the op first
-	// stores this step's k and v in the layer's cache, then Out (rows, NH·HS)
-	// gets each query head's softmax(q·kᵀ/sqrt(HS))·v over the row's
-	// sequence up to its own position.
+	// row's q (NH·HS), k and v (NKV·HS each) side by side. The op first
+	// prepares q and k in place: when QNorm and KNorm are set, each head of
+	// q and of k gets its own RMSNorm over HS (as OpRMSNorm, weights (HS),
+	// Eps); when RopeTheta > 0, each head of q and k is rotated by the row's
+	// position (rotary embedding, neox/half-split style as HF's
+	// rotate_half: pair (x[j], x[j+HS/2]) turns by angle pos·θ^(-2j/HS)).
+	// Then it stores this step's k and v in the layer's cache (NKV·HS per
+	// token), and Out (rows, NH·HS) gets each query head's
+	// softmax(q·kᵀ/sqrt(HS))·v over the row's sequence up to its own
+	// position, query head h reading KV head h/(NH/NKV) (grouped-query
+	// attention). Norm and rotation are fields of this op, not ops of their
+	// own, so a device can fuse them into the KV-cache write.
 	OpAttention
 	// OpGELU: Out (rows, InDim) = GELU(In), tanh approximation ("gelu_new").
 	OpGELU
 	// OpResidual: Out (rows, InDim) += In.
 	OpResidual
+	// OpRMSNorm: Out (rows, C) = In / sqrt(mean(In²) + Eps) · Weight, no
+	// mean subtraction and no bias (InDim = OutDim = C).
+	OpRMSNorm
+	// OpSwiGLU: Out (rows, I) = SiLU(gate) · up, where In (rows, 2I) holds
+	// each row's gate (first I) and up (last I) side by side, as one linear
+	// with the gate and up matrices stacked (2I, C) computes them: one
+	// matmul over the normed input instead of two. SiLU(x) = x/(1+e^(-x)).
+	OpSwiGLU
 )
 
 var opKindNames = [...]string{OpEmbed: "embed", OpLayerNorm: "layernorm", OpLinear: "linear",
-	OpAttention: "attention", OpGELU: "gelu", OpResidual: "residual"}
+	OpAttention: "attention", OpGELU: "gelu", OpResidual: "residual",
+	OpRMSNorm: "rmsnorm", OpSwiGLU: "swiglu"}
 
 func (k OpKind) String() string {
 	if int(k) < len(opKindNames) && opKindNames[k] != "" {
@@ -59,11 +76,12 @@ const (
 	BufProj                // (rows, C) a projection back to C, before the residual add
 	BufHidden              // (rows, I) the MLP's hidden activations
 	BufLogits              // (rows, V)
+	BufGateUp              // (rows, 2I) an MLP's gate and up projections side by side
 	NumBufs
 )
 
 var bufNames = [...]string{BufResidual: "residual", BufNorm: "norm", BufQKV: "qkv", BufAtt: "att", BufProj: "proj",
-	BufHidden: "hidden", BufLogits: "logits"}
+	BufHidden: "hidden", BufLogits: "logits", BufGateUp: "gateup"}
 
 func (b Buf) String() string {
 	if int(b) < len(bufNames) {
@@ -85,11 +103,14 @@ type Op struct {
 	Bias   string // norm shift or linear bias; "" = none
 	Pos    string // OpEmbed: the learned position table (maxT, C); "" = none
 
-	Eps        float32 // OpLayerNorm
+	Eps        float32 // OpLayerNorm, OpRMSNorm, OpAttention's q/k norms
 	Act        Act     // OpLinear epilogue
 	Accumulate bool    // OpLinear epilogue: Out += result
 
 	NumHeads, NumKVHeads, HeadDim int // OpAttention: NH, NKV, HS
+
+	QNorm, KNorm string  // OpAttention: per-head RMSNorm weights (HS) of q and k; "" = none
+	RopeTheta    float64 // OpAttention: rotary base θ; 0 = no rotary positions
 }
 
 // Program is a family's forward pass as three flat op lists. Layer ops read

@@ -22,6 +22,18 @@ type TensorSpec struct {
 	// HF's Conv1D, which GPT-2 uses. Loading transposes it into the
 	// canonical layout and writing transposes it back.
 	Transposed bool
+	// Parts, when set, says the file stores the canonical matrix as
+	// several tensors whose rows stack into it in this order (File is then
+	// unused): Qwen3's q, k and v projections form one (NH·HS+2·NKV·HS, C)
+	// matrix, so one matmul computes a row's q, k and v.
+	Parts []TensorPart
+}
+
+// TensorPart is one file tensor of a TensorSpec with Parts: its name (a
+// per-layer one with %d) and how many of the canonical rows it holds.
+type TensorPart struct {
+	File string
+	Rows int
 }
 
 // Size is the element count of one layer's slice (or of the whole tensor).
