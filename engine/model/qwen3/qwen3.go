@@ -9,6 +9,7 @@ package qwen3
 import (
 	"fmt"
 
+	qwen3chat "github.com/roseinfer/roseinfer/engine/chat/qwen3"
 	"github.com/roseinfer/roseinfer/engine/model/arch"
 )
 
@@ -34,8 +35,9 @@ var Family = arch.Family{
 	Title:         "Qwen3",
 	Presets:       presets,
 	TokenizerKind: TokenizerKind,
-	// PlainChat stands in until it is replaced by the Qwen3 template renderer.
-	Chat:        arch.PlainChat,
+	// The chat template of Qwen3's tokenizer_config.json, held to
+	// transformers' apply_chat_template by its golden test.
+	Chat:        qwen3chat.Render,
 	ParseConfig: parseConfig,
 	ConfigJSON:  configJSON,
 	Complete:    complete,
