@@ -36,6 +36,9 @@ type Tokenizer struct {
 
 	added []addedToken // split out of the text before pre-tokenization
 	eos   int32
+
+	split splitKind // the pre-tokenizer
+	nfc   bool      // NFC-normalize text between added tokens first (Qwen2)
 }
 
 // addedToken is a token matched literally in the input (HF "added tokens").
@@ -51,10 +54,12 @@ type vocabSpec struct {
 	merges [][2]int32 // (left id, right id) in rank order
 	added  []addedToken
 	eos    int32
+	split  splitKind
+	nfc    bool
 }
 
 func newTokenizer(spec vocabSpec) (*Tokenizer, error) {
-	t := &Tokenizer{eos: spec.eos, added: spec.added}
+	t := &Tokenizer{eos: spec.eos, added: spec.added, split: spec.split, nfc: spec.nfc}
 	idOfBytes := make(map[string]int32, len(spec.tokens))
 	var text strings.Builder
 	t.tokenStart = make([]uint32, len(spec.tokens)+1)
@@ -175,9 +180,22 @@ func (t *Tokenizer) Encode(text string) []int32 {
 	return ids
 }
 
-// appendOrdinaryIDs pre-tokenizes text (which contains no added token) and
-// appends the BPE ids of every piece.
+// appendOrdinaryIDs normalizes and pre-tokenizes text (which contains no
+// added token) and appends the BPE ids of every piece. Added tokens are
+// matched before normalization, as HF does for tokens with normalized false
+// (all of Qwen's).
 func (t *Tokenizer) appendOrdinaryIDs(ids []int32, text string, sc *bpeScratch) []int32 {
+	if t.nfc {
+		text = nfcString(text)
+	}
+	end := pieceEnd
+	if t.split == splitQwen2 {
+		end = qwen2PieceEnd
+	}
+	return t.appendPieces(ids, text, end, sc)
+}
+
+func (t *Tokenizer) appendPieces(ids []int32, text string, pieceEnd func(string, int) int, sc *bpeScratch) []int32 {
 	for start := 0; start < len(text); {
 		end := pieceEnd(text, start)
 		ids = t.appendPieceIDs(ids, text[start:end], sc)
@@ -199,4 +217,27 @@ func (t *Tokenizer) Decode(ids []int32) string {
 		return string(buf)
 	}
 	return string(appendLossy(nil, buf))
+}
+
+// DecodeSkipSpecial is Decode with HF's skip_special_tokens: the added tokens
+// marked special (<|im_end|>, <|endoftext|>, ...) are left out; other added
+// tokens (Qwen's <think>) are kept.
+func (t *Tokenizer) DecodeSkipSpecial(ids []int32) string {
+	kept := make([]int32, 0, len(ids))
+	for _, id := range ids {
+		if !t.IsSpecial(id) {
+			kept = append(kept, id)
+		}
+	}
+	return t.Decode(kept)
+}
+
+// IsSpecial reports whether id is an added token marked special.
+func (t *Tokenizer) IsSpecial(id int32) bool {
+	for _, a := range t.added {
+		if a.id == id {
+			return a.special
+		}
+	}
+	return false
 }
