@@ -185,6 +185,8 @@ func BuiltinTokenizer(kind string) (*tokenizer.Tokenizer, error) {
 	switch kind {
 	case gpt2.TokenizerKind:
 		return tokenizer.Default()
+	case tokenizer.Qwen3Kind:
+		return tokenizer.Qwen3()
 	}
 	return nil, fmt.Errorf("no built-in tokenizer of kind %q", kind)
 }

@@ -174,6 +174,7 @@ func TestResolveModelDir(t *testing.T) {
 		{"no tokenizer, GPT-2 vocabulary", tiny, nil, "", "using GPT-2's"},
 		{"no tokenizer, other vocabulary", small, nil, "is not GPT-2's", ""},
 		{"broken tokenizer files", tiny, []string{"vocab.json"}, "vocab.json", ""},
+		{"broken tokenizer.json", tiny, []string{"tokenizer.json"}, "tokenizer.json", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -206,6 +207,20 @@ func TestResolveModelDir(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBuiltinTokenizerKinds: each family's tokenizer kind has its built-in
+// tokenizer, and an unknown kind is an error naming it.
+func TestBuiltinTokenizerKinds(t *testing.T) {
+	for kind, wantVocab := range map[string]int{"gpt2-bpe": 50257, "qwen2-bpe": 151669} {
+		tok, err := BuiltinTokenizer(kind)
+		if err != nil || tok.VocabSize() != wantVocab {
+			t.Errorf("BuiltinTokenizer(%q): %v, error %v; want %d tokens", kind, tok, err, wantVocab)
+		}
+	}
+	if _, err := BuiltinTokenizer("sentencepiece"); err == nil || !strings.Contains(err.Error(), "sentencepiece") {
+		t.Errorf("unknown kind: error %v", err)
 	}
 }
 
