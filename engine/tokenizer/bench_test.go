@@ -34,6 +34,30 @@ func BenchmarkEncode(b *testing.B) {
 	}
 }
 
+// BenchmarkEncodeQwen3 runs the Qwen3 tokenizer on BenchmarkEncode's texts,
+// so the two read side by side.
+func BenchmarkEncodeQwen3(b *testing.B) {
+	tok := mustQwen3(b)
+	for name, text := range benchTexts(b) {
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(text)))
+			for b.Loop() {
+				tok.Encode(text)
+			}
+		})
+	}
+}
+
+// BenchmarkLoadQwen3 is the server-start cost of the Qwen3 tokenizer: gunzip
+// and parse the 11 MB tokenizer.json, build the vocabulary and merge table.
+func BenchmarkLoadQwen3(b *testing.B) {
+	for b.Loop() {
+		if _, err := buildQwen3(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func BenchmarkDetokenizerAdd(b *testing.B) {
 	tok := mustDefault(b)
 	ids := tok.Encode(benchTexts(b)["corpus"])
