@@ -16,6 +16,7 @@ import (
 	"github.com/roseinfer/roseinfer/engine/model"
 	"github.com/roseinfer/roseinfer/engine/profile/phase"
 	"github.com/roseinfer/roseinfer/engine/sample"
+	qwen3data "github.com/roseinfer/roseinfer/engine/tokenizer/data/qwen3"
 )
 
 func TestValidateRejects(t *testing.T) {
@@ -207,6 +208,36 @@ func TestResolveModelDir(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestResolveTokenizerJSON: a model directory's tokenizer.json is read
+// whatever the family (here Qwen3's files beside a GPT-2-shaped config with
+// Qwen's vocabulary size).
+func TestResolveTokenizerJSON(t *testing.T) {
+	cfg, _ := model.Preset("tiny")
+	cfg.VocabSize, cfg.EOSTokenID = 151936, 151645
+	dir := t.TempDir()
+	if err := model.WriteConfig(filepath.Join(dir, model.ConfigFile), cfg, "float32"); err != nil {
+		t.Fatal(err)
+	}
+	tj, err := qwen3data.TokenizerJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{"tokenizer.json": tj, "tokenizer_config.json": qwen3data.TokenizerConfigJSON()} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := Defaults()
+	o.ModelDir, o.Device = dir, "sim"
+	r, err := Resolve(o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Tokenizer.VocabSize() != 151669 || r.Tokenizer.EOS() != 151645 {
+		t.Errorf("tokenizer of %d tokens, EOS %d; want Qwen3's 151669 and 151645", r.Tokenizer.VocabSize(), r.Tokenizer.EOS())
 	}
 }
 
