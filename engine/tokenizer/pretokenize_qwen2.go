@@ -24,11 +24,15 @@ const (
 	splitQwen2                  // Split with qwen2SplitRegex, then ByteLevel without regex
 )
 
-// contractionLenFold is contractionLen without regard to ASCII case, as
-// Qwen2's (?i:...) group matches.
+// contractionLenFold is contractionLen without regard to case, as Qwen2's
+// (?i:...) group matches: ASCII case, plus U+017F LATIN SMALL LETTER LONG S,
+// whose simple case fold is 's' (Oniguruma and Rust's regex both fold it).
 func contractionLenFold(s string, i int) int {
 	if s[i] != '\'' || i+1 >= len(s) {
 		return 0
+	}
+	if strings.HasPrefix(s[i+1:], "\u017f") {
+		return 1 + len("\u017f")
 	}
 	lower := func(c byte) byte { return c | 0x20 } // only compared with ASCII letters below
 	switch lower(s[i+1]) {

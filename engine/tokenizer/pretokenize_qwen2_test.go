@@ -25,7 +25,8 @@ func TestQwen2Pieces(t *testing.T) {
 		{"Hello world", []string{"Hello", " world"}},
 		{"I'm don't they'll we've you're she'd it's", []string{"I", "'m", " don", "'t", " they", "'ll", " we", "'ve", " you", "'re", " she", "'d", " it", "'s"}},
 		{"DON'T I'M WE'VE YOU'Re", []string{"DON", "'T", " I", "'M", " WE", "'VE", " YOU", "'Re"}}, // (?i:...)
-		{"'sorry", []string{"'s", "orry"}},                                   // the contraction is tried first
+		{"'sorry", []string{"'s", "orry"}},
+		{"x'\u017ft", []string{"x", "'\u017f", "t"}},                         // long s folds to s                                   // the contraction is tried first
 		{"'x 're", []string{"'x", " '", "re"}},                               // any non-letter may lead a word; " 're" is no contraction
 		{"12345 678", []string{"1", "2", "3", "4", "5", " ", "6", "7", "8"}}, // digits one by one
 		{"x1234", []string{"x", "1", "2", "3", "4"}},
