@@ -1,8 +1,12 @@
-// Package tokenizer is GPT-2's byte-level BPE: text to token ids and back,
-// giving exactly the ids of HF's GPT2TokenizerFast (and the slow
-// GPT2Tokenizer) for any text. It owns the vocabulary files of a model
-// directory (Load, WriteFiles) and the streaming detokenizer the server uses
-// per generated token. It imports nothing from the rest of the engine.
+// Package tokenizer is byte-level BPE as GPT-2 and Qwen2/Qwen3 use it: text
+// to token ids and back, giving exactly the ids of HF's tokenizers for any
+// text. Two pipelines are supported, chosen by tokenizer.json: GPT-2's
+// (ByteLevel with its regex; pretokenize.go) and Qwen2's (NFC, then Split
+// with Qwen2's regex; pretokenize_qwen2.go). It owns the vocabulary files of
+// a model directory (Load, WriteFiles), the built-in GPT-2 and Qwen3
+// tokenizers (Default, Qwen3), and the streaming detokenizer the server uses
+// per generated token. It imports nothing from the rest of the engine but
+// its own data/qwen3 files.
 //
 // Encode never adds BOS or EOS. Added (special) tokens such as <|endoftext|>
 // that appear literally in the text are split out first and encoded as their
