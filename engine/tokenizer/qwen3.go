@@ -20,7 +20,7 @@ func Qwen3() (*Tokenizer, error) { return qwen3Tok() }
 var qwen3Tok = sync.OnceValues(buildQwen3)
 
 func buildQwen3() (*Tokenizer, error) {
-	return load("data/qwen3 (built in)", func(name string) ([]byte, error) {
+	tok, err := load("data/qwen3 (built in)", func(name string) ([]byte, error) {
 		switch name {
 		case "tokenizer.json":
 			return qwen3data.TokenizerJSON()
@@ -29,4 +29,15 @@ func buildQwen3() (*Tokenizer, error) {
 		}
 		return nil, fs.ErrNotExist
 	})
+	if err != nil {
+		return nil, err
+	}
+	tok.sourceFiles = func() (map[string][]byte, error) {
+		tj, err := qwen3data.TokenizerJSON()
+		if err != nil {
+			return nil, err
+		}
+		return map[string][]byte{"tokenizer.json": tj, "tokenizer_config.json": qwen3data.TokenizerConfigJSON()}, nil
+	}
+	return tok, nil
 }

@@ -126,6 +126,29 @@ func TestQwen3InvalidUTF8(t *testing.T) {
 	}
 }
 
+// TestQwen3WriteFiles: the built-in Qwen3 tokenizer writes its own HF files,
+// and Load reads them back to the same tokenizer.
+func TestQwen3WriteFiles(t *testing.T) {
+	tok := mustQwen3(t)
+	dir := t.TempDir()
+	if err := tok.WriteFiles(dir); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := "<|im_start|>user\nIt'S 2026 — café 日本語 🧬<|im_end|>"
+	if back.VocabSize() != tok.VocabSize() || back.EOS() != tok.EOS() || !slices.Equal(back.Encode(text), tok.Encode(text)) {
+		t.Errorf("Load(WriteFiles) differs: %d tokens, EOS %d, %v", back.VocabSize(), back.EOS(), back.Encode(text))
+	}
+	// A Qwen2-pipeline tokenizer not built in cannot be written in GPT-2's layout.
+	back.sourceFiles = nil
+	if err := back.WriteFiles(t.TempDir()); err == nil {
+		t.Error("WriteFiles of a Qwen2-pipeline tokenizer without source files: no error")
+	}
+}
+
 func TestQwen3DecodeSkipSpecial(t *testing.T) {
 	tok := mustQwen3(t)
 	ids := tok.Encode("<|im_start|>assistant\n<think>\nok\n</think>\n\nHi!<|im_end|><|endoftext|>")

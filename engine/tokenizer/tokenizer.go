@@ -43,6 +43,11 @@ type Tokenizer struct {
 
 	split splitKind // the pre-tokenizer
 	nfc   bool      // NFC-normalize text between added tokens first (Qwen2)
+
+	// sourceFiles, when set, returns the HF files this tokenizer was built
+	// from (name → contents), which WriteFiles writes as they are: the
+	// built-in Qwen3 tokenizer's tokenizer.json and tokenizer_config.json.
+	sourceFiles func() (map[string][]byte, error)
 }
 
 // addedToken is a token matched literally in the input (HF "added tokens").
