@@ -48,14 +48,28 @@ func BenchmarkEncodeQwen3(b *testing.B) {
 	}
 }
 
-// BenchmarkLoadQwen3 is the server-start cost of the Qwen3 tokenizer: gunzip
-// and parse the 11 MB tokenizer.json, build the vocabulary and merge table.
+// BenchmarkLoadQwen3 is the server-start cost of the Qwen3 tokenizer: the
+// built-in one (gunzip and parse the 11 MB tokenizer.json, build the
+// vocabulary and merge table) and Load of a model directory (--model DIR).
 func BenchmarkLoadQwen3(b *testing.B) {
-	for b.Loop() {
-		if _, err := buildQwen3(); err != nil {
+	b.Run("builtin", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := buildQwen3(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("dir", func(b *testing.B) {
+		dir := b.TempDir()
+		if err := mustQwen3(b).WriteFiles(dir); err != nil {
 			b.Fatal(err)
 		}
-	}
+		for b.Loop() {
+			if _, err := Load(dir); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
 
 func BenchmarkDetokenizerAdd(b *testing.B) {

@@ -24,8 +24,8 @@ import (
 
 // Tokenizer is a byte-level BPE vocabulary with its merge rules.
 type Tokenizer struct {
-	byteID [256]int32        // id of the one-byte token for each byte
-	merges map[uint64]uint64 // pairKey(left, right) -> packMerge(rank, merged id)
+	byteID [256]int32 // id of the one-byte token for each byte
+	merges mergeTable // pairKey(left, right) -> packMerge(rank, merged id)
 	// mergeList holds the merges in rank order, for WriteFiles.
 	mergeList [][2]int32
 
@@ -95,7 +95,7 @@ func newTokenizer(spec vocabSpec) (*Tokenizer, error) {
 		}
 		t.byteID[b] = id
 	}
-	t.merges = make(map[uint64]uint64, len(spec.merges))
+	t.merges = newMergeTable(len(spec.merges))
 	for rank, m := range spec.merges {
 		left, right := t.tokenBytes(m[0]), t.tokenBytes(m[1])
 		if left == "" || right == "" {
@@ -107,9 +107,7 @@ func newTokenizer(spec vocabSpec) (*Tokenizer, error) {
 				rank, byteLevelString([]byte(left)), byteLevelString([]byte(right)), byteLevelString([]byte(left+right)))
 		}
 		key := pairKey(m[0], m[1])
-		if _, dup := t.merges[key]; !dup { // HF keeps the first (lowest-rank) duplicate
-			t.merges[key] = packMerge(uint32(rank), merged)
-		}
+		t.merges.putFirst(key, packMerge(uint32(rank), merged))
 	}
 	t.mergeList = spec.merges
 	if t.tokenBytes(t.eos) == "" {
