@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"compress/gzip"
 	"fmt"
 	"io"
 	"os"
@@ -116,16 +114,12 @@ func writeQwen3Files(dir string, cfg model.Config) error {
 	if err != nil {
 		return err
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(qwen3data.TokenizerJSONGz))
+	tokJSON, err := qwen3data.TokenizerJSON()
 	if err != nil {
-		return fmt.Errorf("embedded tokenizer.json.gz: %w", err)
-	}
-	tokJSON, err := io.ReadAll(zr)
-	if err != nil {
-		return fmt.Errorf("embedded tokenizer.json.gz: %w", err)
+		return err
 	}
 	for name, data := range map[string][]byte{"generation_config.json": gen, "tokenizer.json": tokJSON,
-		"tokenizer_config.json": qwen3data.TokenizerConfigJSON} {
+		"tokenizer_config.json": qwen3data.TokenizerConfigJSON()} {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 			return err
 		}

@@ -2,11 +2,9 @@ package main
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,12 +55,11 @@ func TestInitModelQwen3(t *testing.T) {
 	if gen.BOS != 151643 || len(gen.EOS) != 2 || gen.EOS[0] != 151645 || gen.EOS[1] != 151643 {
 		t.Errorf("generation_config.json: %+v", gen)
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(qwen3data.TokenizerJSONGz))
+	wantTok, err := qwen3data.TokenizerJSON()
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantTok, _ := io.ReadAll(zr)
-	for name, want := range map[string][]byte{"tokenizer.json": wantTok, "tokenizer_config.json": qwen3data.TokenizerConfigJSON} {
+	for name, want := range map[string][]byte{"tokenizer.json": wantTok, "tokenizer_config.json": qwen3data.TokenizerConfigJSON()} {
 		got, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil || !bytes.Equal(got, want) {
 			t.Errorf("%s: %d bytes (%v), want the committed %d", name, len(got), err, len(want))

@@ -187,16 +187,14 @@ func BuiltinTokenizer(kind string) (*tokenizer.Tokenizer, error) {
 	case gpt2.TokenizerKind:
 		return tokenizer.Default()
 	case qwen3.TokenizerKind:
-		// No built-in Qwen3 tokenizer yet: a Qwen3 directory must carry
-		// tokenizer.json, read by tokenizer.Load.
-		return nil, fmt.Errorf("tokenizer kind %s: not available in this build", kind)
+		return tokenizer.Qwen3()
 	}
 	return nil, fmt.Errorf("no built-in tokenizer of kind %q", kind)
 }
 
 // loadTokenizer reads the directory's tokenizer; a directory with no
 // tokenizer files at all gets the family's built-in one if the vocabulary
-// size matches.
+// size fits it (its tokens, padded by at most the next multiple of 1,024).
 func loadTokenizer(dir string, cfg model.Config, fam *model.Family, log *slog.Logger) (*tokenizer.Tokenizer, error) {
 	tok, err := tokenizer.Load(dir)
 	if err == nil {
@@ -214,8 +212,11 @@ func loadTokenizer(dir string, cfg model.Config, fam *model.Family, log *slog.Lo
 	if berr != nil {
 		return nil, fmt.Errorf("%s has no tokenizer files: %w", dir, berr)
 	}
-	if cfg.VocabSize != builtin.VocabSize() {
-		return nil, fmt.Errorf("%s has no tokenizer files and its vocabulary (%d) is not %s's", dir, cfg.VocabSize, fam.Title)
+	// Checkpoints pad the embedding past the tokenizer (Qwen3: 151,669
+	// tokens in 151,936 rows); anything else is another vocabulary.
+	if n := builtin.VocabSize(); cfg.VocabSize < n || cfg.VocabSize > (n+1023)/1024*1024 {
+		return nil, fmt.Errorf("%s has no tokenizer files and its vocabulary (%d) is not %s's (%d tokens)", dir, cfg.VocabSize,
+			fam.Title, n)
 	}
 	log.Warn("no tokenizer files in the model directory; using "+fam.Title+"'s", "dir", dir)
 	return builtin, nil

@@ -16,6 +16,7 @@ import (
 	"github.com/roseinfer/roseinfer/engine/model"
 	"github.com/roseinfer/roseinfer/engine/profile/phase"
 	"github.com/roseinfer/roseinfer/engine/sample"
+	qwen3data "github.com/roseinfer/roseinfer/engine/tokenizer/data/qwen3"
 )
 
 func TestValidateRejects(t *testing.T) {
@@ -174,6 +175,7 @@ func TestResolveModelDir(t *testing.T) {
 		{"no tokenizer, GPT-2 vocabulary", tiny, nil, "", "using GPT-2's"},
 		{"no tokenizer, other vocabulary", small, nil, "is not GPT-2's", ""},
 		{"broken tokenizer files", tiny, []string{"vocab.json"}, "vocab.json", ""},
+		{"broken tokenizer.json", tiny, []string{"tokenizer.json"}, "tokenizer.json", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -209,6 +211,50 @@ func TestResolveModelDir(t *testing.T) {
 	}
 }
 
+// TestResolveTokenizerJSON: a model directory's tokenizer.json is read
+// whatever the family (here Qwen3's files beside a GPT-2-shaped config with
+// Qwen's vocabulary size).
+func TestResolveTokenizerJSON(t *testing.T) {
+	cfg, _ := model.Preset("tiny")
+	cfg.VocabSize, cfg.EOSTokenID = 151936, 151645
+	dir := t.TempDir()
+	if err := model.WriteConfig(filepath.Join(dir, model.ConfigFile), cfg, "float32"); err != nil {
+		t.Fatal(err)
+	}
+	tj, err := qwen3data.TokenizerJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{"tokenizer.json": tj, "tokenizer_config.json": qwen3data.TokenizerConfigJSON()} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := Defaults()
+	o.ModelDir, o.Device = dir, "sim"
+	r, err := Resolve(o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Tokenizer.VocabSize() != 151669 || r.Tokenizer.EOS() != 151645 {
+		t.Errorf("tokenizer of %d tokens, EOS %d; want Qwen3's 151669 and 151645", r.Tokenizer.VocabSize(), r.Tokenizer.EOS())
+	}
+}
+
+// TestBuiltinTokenizerKinds: each family's tokenizer kind has its built-in
+// tokenizer, and an unknown kind is an error naming it.
+func TestBuiltinTokenizerKinds(t *testing.T) {
+	for kind, wantVocab := range map[string]int{"gpt2-bpe": 50257, "qwen2-bpe": 151669} {
+		tok, err := BuiltinTokenizer(kind)
+		if err != nil || tok.VocabSize() != wantVocab {
+			t.Errorf("BuiltinTokenizer(%q): %v, error %v; want %d tokens", kind, tok, err, wantVocab)
+		}
+	}
+	if _, err := BuiltinTokenizer("sentencepiece"); err == nil || !strings.Contains(err.Error(), "sentencepiece") {
+		t.Errorf("unknown kind: error %v", err)
+	}
+}
+
 // TestResolveUnknownModelType: a config.json of a family this build does
 // not know names the file and the supported types.
 func TestResolveUnknownModelType(t *testing.T) {
@@ -226,20 +272,33 @@ func TestResolveUnknownModelType(t *testing.T) {
 }
 
 // TestResolveQwen3WithoutTokenizer: a Qwen3 directory without tokenizer
-// files is a clear error, as this build has no built-in Qwen3 tokenizer.
+// files gets the built-in Qwen3 tokenizer (151,669 tokens in the model's
+// 151,936 rows); a vocabulary that cannot be Qwen3's is a clear error.
 func TestResolveQwen3WithoutTokenizer(t *testing.T) {
-	dir := t.TempDir()
 	c, err := model.Preset("qwen3-tiny")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := model.WriteConfig(filepath.Join(dir, model.ConfigFile), c, "bfloat16"); err != nil {
-		t.Fatal(err)
-	}
-	o := Defaults()
-	o.ModelDir, o.Device = dir, "sim"
-	_, err = Resolve(o, nil)
-	if err == nil || !strings.Contains(err.Error(), "tokenizer kind qwen2-bpe: not available in this build") {
-		t.Errorf("error %v, want one saying the qwen2-bpe tokenizer is not available", err)
+	for _, tc := range []struct {
+		vocab   int
+		wantErr string
+	}{{c.VocabSize, ""}, {151660, "is not Qwen3's"}, {160000, "is not Qwen3's"}} {
+		dir := t.TempDir()
+		cc := c
+		cc.VocabSize = tc.vocab
+		if err := model.WriteConfig(filepath.Join(dir, model.ConfigFile), cc, "bfloat16"); err != nil {
+			t.Fatal(err)
+		}
+		o := Defaults()
+		o.ModelDir, o.Device = dir, "sim"
+		r, err := Resolve(o, nil)
+		switch {
+		case tc.wantErr == "" && err != nil:
+			t.Errorf("vocab %d: %v", tc.vocab, err)
+		case tc.wantErr == "" && r.Tokenizer.VocabSize() != 151669:
+			t.Errorf("vocab %d: tokenizer of %d tokens, want Qwen3's 151,669", tc.vocab, r.Tokenizer.VocabSize())
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("vocab %d: error %v, want one containing %q", tc.vocab, err, tc.wantErr)
+		}
 	}
 }

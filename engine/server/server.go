@@ -205,6 +205,8 @@ func (s *Server) mux() *http.ServeMux {
 	mux.HandleFunc("POST /v1/chat/completions", s.handleChatCompletions)
 	mux.HandleFunc("GET /v1/models", s.handleModels)
 	mux.HandleFunc("GET /health", s.handleHealth)
+	mux.HandleFunc("POST /tokenize", s.handleTokenize) // and /detokenize: tokenize.go
+	mux.HandleFunc("POST /detokenize", s.handleDetokenize)
 	mux.Handle("GET /metrics", s.metrics.handler())
 	if s.cfg.EnablePprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)

@@ -34,6 +34,44 @@ func BenchmarkEncode(b *testing.B) {
 	}
 }
 
+// BenchmarkEncodeQwen3 runs the Qwen3 tokenizer on BenchmarkEncode's texts,
+// so the two read side by side.
+func BenchmarkEncodeQwen3(b *testing.B) {
+	tok := mustQwen3(b)
+	for name, text := range benchTexts(b) {
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(text)))
+			for b.Loop() {
+				tok.Encode(text)
+			}
+		})
+	}
+}
+
+// BenchmarkLoadQwen3 is the server-start cost of the Qwen3 tokenizer: the
+// built-in one (gunzip and parse the 11 MB tokenizer.json, build the
+// vocabulary and merge table) and Load of a model directory (--model DIR).
+func BenchmarkLoadQwen3(b *testing.B) {
+	b.Run("builtin", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := buildQwen3(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("dir", func(b *testing.B) {
+		dir := b.TempDir()
+		if err := mustQwen3(b).WriteFiles(dir); err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			if _, err := Load(dir); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
 func BenchmarkDetokenizerAdd(b *testing.B) {
 	tok := mustDefault(b)
 	ids := tok.Encode(benchTexts(b)["corpus"])

@@ -29,10 +29,7 @@ type bpeScratch struct {
 }
 
 func (t *Tokenizer) mergeOf(left, right int32) uint64 {
-	if m, ok := t.merges[pairKey(left, right)]; ok {
-		return m
-	}
-	return noMerge
+	return t.merges.get(pairKey(left, right))
 }
 
 // appendPieceIDs appends the BPE ids of piece to ids.

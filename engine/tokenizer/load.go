@@ -22,12 +22,18 @@ import (
 // (a normalizer, a prefix space, a post-processor that adds BOS, dropout,
 // subword prefixes) is refused with an error naming it.
 func Load(dir string) (*Tokenizer, error) {
-	cfg, err := readTokenizerConfig(dir)
+	return load(dir, func(name string) ([]byte, error) { return os.ReadFile(filepath.Join(dir, name)) })
+}
+
+// load is Load with the directory's files read by readFile (os.ReadFile
+// under dir, or the files compiled into the binary).
+func load(dir string, readFile func(name string) ([]byte, error)) (*Tokenizer, error) {
+	cfg, err := readTokenizerConfig(readFile)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
 	var spec vocabSpec
-	if data, err := os.ReadFile(filepath.Join(dir, "tokenizer.json")); err == nil {
+	if data, err := readFile("tokenizer.json"); err == nil {
 		spec, err = parseTokenizerJSON(data)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "tokenizer.json"), err)
@@ -74,7 +80,7 @@ func (cfg dirConfig) isAdded(content string) bool {
 	return content == gpt2EndOfText
 }
 
-func readTokenizerConfig(dir string) (dirConfig, error) {
+func readTokenizerConfig(readFile func(name string) ([]byte, error)) (dirConfig, error) {
 	var cfg dirConfig
 	var raw struct {
 		AddedTokensDecoder map[string]struct {
@@ -84,12 +90,15 @@ func readTokenizerConfig(dir string) (dirConfig, error) {
 		AddPrefixSpace bool `json:"add_prefix_space"`
 		AddBOSToken    bool `json:"add_bos_token"`
 	}
-	var special map[string]json.RawMessage
+	// The named special tokens (eos_token, additional_special_tokens, ...) are
+	// in tokenizer_config.json (Qwen's) or special_tokens_map.json (GPT-2's);
+	// the second wins where both name one.
+	var configSpecial, special map[string]json.RawMessage
 	for _, f := range []struct {
 		name string
 		into any
-	}{{"tokenizer_config.json", &raw}, {"special_tokens_map.json", &special}} {
-		data, err := os.ReadFile(filepath.Join(dir, f.name))
+	}{{"tokenizer_config.json", &raw}, {"tokenizer_config.json", &configSpecial}, {"special_tokens_map.json", &special}} {
+		data, err := readFile(f.name)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -101,8 +110,7 @@ func readTokenizerConfig(dir string) (dirConfig, error) {
 		}
 	}
 	if raw.AddPrefixSpace || raw.AddBOSToken {
-		return cfg, fmt.Errorf("tokenizer: %s: add_prefix_space/add_bos_token are not supported",
-			filepath.Join(dir, "tokenizer_config.json"))
+		return cfg, fmt.Errorf("tokenizer: tokenizer_config.json: add_prefix_space/add_bos_token are not supported")
 	}
 	for idText, a := range raw.AddedTokensDecoder {
 		id, err := strconv.ParseInt(idText, 10, 32)
@@ -113,8 +121,21 @@ func readTokenizerConfig(dir string) (dirConfig, error) {
 	}
 	// special_tokens_map.json values are a string or {"content": ...}; lists
 	// (additional_special_tokens) hold the same.
+	for key := range namedSpecialKeys {
+		if v, ok := configSpecial[key]; ok {
+			if _, override := special[key]; !override {
+				if special == nil {
+					special = map[string]json.RawMessage{}
+				}
+				special[key] = v
+			}
+		}
+	}
 	for key, v := range special {
 		for _, content := range tokenContents(v) {
+			if content == "" { // "bos_token": null
+				continue
+			}
 			cfg.specials = append(cfg.specials, content)
 			if key == "eos_token" {
 				cfg.eos = content
@@ -123,6 +144,10 @@ func readTokenizerConfig(dir string) (dirConfig, error) {
 	}
 	return cfg, nil
 }
+
+// namedSpecialKeys are the keys of HF's special tokens (SPECIAL_TOKENS_ATTRIBUTES).
+var namedSpecialKeys = map[string]bool{"bos_token": true, "eos_token": true, "unk_token": true, "sep_token": true,
+	"pad_token": true, "cls_token": true, "mask_token": true, "additional_special_tokens": true}
 
 func tokenContents(v json.RawMessage) []string {
 	var s string

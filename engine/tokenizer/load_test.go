@@ -86,7 +86,14 @@ func TestLoadRefusesOtherTokenizers(t *testing.T) {
 		edit    func(tj map[string]any)
 		wantErr string
 	}{
-		{"normalizer", func(tj map[string]any) { tj["normalizer"] = map[string]any{"type": "NFC"} }, "normalizer"},
+		{"normalizer", func(tj map[string]any) { tj["normalizer"] = map[string]any{"type": "NFKC"} }, "normalizer"},
+		{"other split regex", func(tj map[string]any) {
+			tj["pre_tokenizer"] = map[string]any{"type": "Sequence", "pretokenizers": []any{
+				map[string]any{"type": "Split", "pattern": map[string]any{"Regex": `\s+`}, "behavior": "Isolated"},
+				map[string]any{"type": "ByteLevel", "use_regex": false},
+			}}
+		}, "pre_tokenizer"},
+		{"other decoder", func(tj map[string]any) { tj["decoder"] = map[string]any{"type": "WordPiece"} }, "decoder"},
 		{"prefix space", func(tj map[string]any) {
 			tj["pre_tokenizer"].(map[string]any)["add_prefix_space"] = true
 		}, "pre_tokenizer"},

@@ -1,8 +1,12 @@
-// Package tokenizer is GPT-2's byte-level BPE: text to token ids and back,
-// giving exactly the ids of HF's GPT2TokenizerFast (and the slow
-// GPT2Tokenizer) for any text. It owns the vocabulary files of a model
-// directory (Load, WriteFiles) and the streaming detokenizer the server uses
-// per generated token. It imports nothing from the rest of the engine.
+// Package tokenizer is byte-level BPE as GPT-2 and Qwen2/Qwen3 use it: text
+// to token ids and back, giving exactly the ids of HF's tokenizers for any
+// text. Two pipelines are supported, chosen by tokenizer.json: GPT-2's
+// (ByteLevel with its regex; pretokenize.go) and Qwen2's (NFC, then Split
+// with Qwen2's regex; pretokenize_qwen2.go). It owns the vocabulary files of
+// a model directory (Load, WriteFiles), the built-in GPT-2 and Qwen3
+// tokenizers (Default, Qwen3), and the streaming detokenizer the server uses
+// per generated token. It imports nothing from the rest of the engine but
+// its own data/qwen3 files.
 //
 // Encode never adds BOS or EOS. Added (special) tokens such as <|endoftext|>
 // that appear literally in the text are split out first and encoded as their
@@ -20,8 +24,8 @@ import (
 
 // Tokenizer is a byte-level BPE vocabulary with its merge rules.
 type Tokenizer struct {
-	byteID [256]int32        // id of the one-byte token for each byte
-	merges map[uint64]uint64 // pairKey(left, right) -> packMerge(rank, merged id)
+	byteID [256]int32 // id of the one-byte token for each byte
+	merges mergeTable // pairKey(left, right) -> packMerge(rank, merged id)
 	// mergeList holds the merges in rank order, for WriteFiles.
 	mergeList [][2]int32
 
@@ -36,6 +40,14 @@ type Tokenizer struct {
 
 	added []addedToken // split out of the text before pre-tokenization
 	eos   int32
+
+	split splitKind // the pre-tokenizer
+	nfc   bool      // NFC-normalize text between added tokens first (Qwen2)
+
+	// sourceFiles, when set, returns the HF files this tokenizer was built
+	// from (name → contents), which WriteFiles writes as they are: the
+	// built-in Qwen3 tokenizer's tokenizer.json and tokenizer_config.json.
+	sourceFiles func() (map[string][]byte, error)
 }
 
 // addedToken is a token matched literally in the input (HF "added tokens").
@@ -51,10 +63,12 @@ type vocabSpec struct {
 	merges [][2]int32 // (left id, right id) in rank order
 	added  []addedToken
 	eos    int32
+	split  splitKind
+	nfc    bool
 }
 
 func newTokenizer(spec vocabSpec) (*Tokenizer, error) {
-	t := &Tokenizer{eos: spec.eos, added: spec.added}
+	t := &Tokenizer{eos: spec.eos, added: spec.added, split: spec.split, nfc: spec.nfc}
 	idOfBytes := make(map[string]int32, len(spec.tokens))
 	var text strings.Builder
 	t.tokenStart = make([]uint32, len(spec.tokens)+1)
@@ -81,7 +95,7 @@ func newTokenizer(spec vocabSpec) (*Tokenizer, error) {
 		}
 		t.byteID[b] = id
 	}
-	t.merges = make(map[uint64]uint64, len(spec.merges))
+	t.merges = newMergeTable(len(spec.merges))
 	for rank, m := range spec.merges {
 		left, right := t.tokenBytes(m[0]), t.tokenBytes(m[1])
 		if left == "" || right == "" {
@@ -93,9 +107,7 @@ func newTokenizer(spec vocabSpec) (*Tokenizer, error) {
 				rank, byteLevelString([]byte(left)), byteLevelString([]byte(right)), byteLevelString([]byte(left+right)))
 		}
 		key := pairKey(m[0], m[1])
-		if _, dup := t.merges[key]; !dup { // HF keeps the first (lowest-rank) duplicate
-			t.merges[key] = packMerge(uint32(rank), merged)
-		}
+		t.merges.putFirst(key, packMerge(uint32(rank), merged))
 	}
 	t.mergeList = spec.merges
 	if t.tokenBytes(t.eos) == "" {
@@ -175,9 +187,22 @@ func (t *Tokenizer) Encode(text string) []int32 {
 	return ids
 }
 
-// appendOrdinaryIDs pre-tokenizes text (which contains no added token) and
-// appends the BPE ids of every piece.
+// appendOrdinaryIDs normalizes and pre-tokenizes text (which contains no
+// added token) and appends the BPE ids of every piece. Added tokens are
+// matched before normalization, as HF does for tokens with normalized false
+// (all of Qwen's).
 func (t *Tokenizer) appendOrdinaryIDs(ids []int32, text string, sc *bpeScratch) []int32 {
+	if t.nfc {
+		text = nfcString(text)
+	}
+	end := pieceEnd
+	if t.split == splitQwen2 {
+		end = qwen2PieceEnd
+	}
+	return t.appendPieces(ids, text, end, sc)
+}
+
+func (t *Tokenizer) appendPieces(ids []int32, text string, pieceEnd func(string, int) int, sc *bpeScratch) []int32 {
 	for start := 0; start < len(text); {
 		end := pieceEnd(text, start)
 		ids = t.appendPieceIDs(ids, text[start:end], sc)
@@ -199,4 +224,27 @@ func (t *Tokenizer) Decode(ids []int32) string {
 		return string(buf)
 	}
 	return string(appendLossy(nil, buf))
+}
+
+// DecodeSkipSpecial is Decode with HF's skip_special_tokens: the added tokens
+// marked special (<|im_end|>, <|endoftext|>, ...) are left out; other added
+// tokens (Qwen's <think>) are kept.
+func (t *Tokenizer) DecodeSkipSpecial(ids []int32) string {
+	kept := make([]int32, 0, len(ids))
+	for _, id := range ids {
+		if !t.IsSpecial(id) {
+			kept = append(kept, id)
+		}
+	}
+	return t.Decode(kept)
+}
+
+// IsSpecial reports whether id is an added token marked special.
+func (t *Tokenizer) IsSpecial(id int32) bool {
+	for _, a := range t.added {
+		if a.id == id {
+			return a.special
+		}
+	}
+	return false
 }

@@ -15,6 +15,7 @@ type tokenizerJSON struct {
 	Normalizer    json.RawMessage `json:"normalizer"`
 	PreTokenizer  json.RawMessage `json:"pre_tokenizer"`
 	PostProcessor json.RawMessage `json:"post_processor"`
+	Decoder       json.RawMessage `json:"decoder"`
 	Model         struct {
 		Type                    string          `json:"type"`
 		Vocab                   map[string]int  `json:"vocab"`
@@ -34,12 +35,25 @@ type byteLevelJSON struct {
 	UseRegex       *bool  `json:"use_regex"`
 }
 
+// preTokenizerJSON is any pre-tokenizer: ByteLevel, Split or a Sequence.
+type preTokenizerJSON struct {
+	byteLevelJSON
+	Pattern struct {
+		Regex  *string `json:"Regex"`
+		String *string `json:"String"`
+	} `json:"pattern"`
+	Behavior      string             `json:"behavior"`
+	Invert        bool               `json:"invert"`
+	PreTokenizers []preTokenizerJSON `json:"pretokenizers"`
+}
+
 func parseTokenizerJSON(data []byte) (vocabSpec, error) {
 	var tj tokenizerJSON
 	if err := json.Unmarshal(data, &tj); err != nil {
 		return vocabSpec{}, err
 	}
-	if err := tj.checkSupported(); err != nil {
+	split, nfc, err := tj.checkSupported()
+	if err != nil {
 		return vocabSpec{}, err
 	}
 	merges, err := parseMergesJSON(tj.Model.Merges)
@@ -62,40 +76,77 @@ func parseTokenizerJSON(data []byte) (vocabSpec, error) {
 	if err != nil {
 		return vocabSpec{}, err
 	}
-	spec.added = added
+	spec.added, spec.split, spec.nfc = added, split, nfc
 	return spec, nil
 }
 
 // checkSupported refuses every setting under which Encode would not give HF's
-// ids, naming it.
-func (tj *tokenizerJSON) checkSupported() error {
+// ids, naming it, and returns the pre-tokenizer and whether text is
+// NFC-normalized. Two pipelines are supported: GPT-2's (no normalizer,
+// ByteLevel with its regex) and Qwen2's (NFC, Split with qwen2SplitRegex
+// isolated, then ByteLevel without regex).
+func (tj *tokenizerJSON) checkSupported() (split splitKind, nfc bool, err error) {
 	m := tj.Model
 	switch {
 	case m.Type != "" && m.Type != "BPE":
-		return fmt.Errorf("model type %q: only BPE is supported", m.Type)
+		return 0, false, fmt.Errorf("model type %q: only BPE is supported", m.Type)
 	case m.Dropout != nil && *m.Dropout != 0:
-		return fmt.Errorf("BPE dropout is not supported")
+		return 0, false, fmt.Errorf("BPE dropout is not supported")
 	case m.ContinuingSubwordPrefix != "" || m.EndOfWordSuffix != "":
-		return fmt.Errorf("BPE subword prefix/suffix is not supported")
+		return 0, false, fmt.Errorf("BPE subword prefix/suffix is not supported")
 	case m.ByteFallback || m.IgnoreMerges:
-		return fmt.Errorf("BPE byte_fallback/ignore_merges is not supported")
-	case !isJSONNull(tj.Normalizer):
-		return fmt.Errorf("a normalizer is not supported (GPT-2 has none)")
+		return 0, false, fmt.Errorf("BPE byte_fallback/ignore_merges is not supported")
 	}
-	var pre byteLevelJSON
-	if err := json.Unmarshal(tj.PreTokenizer, &pre); err != nil || pre.Type != "ByteLevel" ||
-		pre.AddPrefixSpace || (pre.UseRegex != nil && !*pre.UseRegex) {
-		return fmt.Errorf("pre_tokenizer %s: only ByteLevel without prefix space, with GPT-2's regex, is supported",
-			string(tj.PreTokenizer))
+	if !isJSONNull(tj.Normalizer) {
+		var norm struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(tj.Normalizer, &norm); err != nil || norm.Type != "NFC" {
+			return 0, false, fmt.Errorf("normalizer %.80s: only none or NFC is supported", string(tj.Normalizer))
+		}
+		nfc = true
+	}
+	var pre preTokenizerJSON
+	if err := json.Unmarshal(tj.PreTokenizer, &pre); err != nil {
+		return 0, false, fmt.Errorf("pre_tokenizer: %w", err)
+	}
+	switch {
+	case pre.isByteLevel(true):
+		split = splitGPT2
+	case pre.Type == "Sequence" && len(pre.PreTokenizers) == 2 && pre.PreTokenizers[0].isQwen2Split() &&
+		pre.PreTokenizers[1].isByteLevel(false):
+		split = splitQwen2
+	default:
+		return 0, false, fmt.Errorf("pre_tokenizer %.200s: only ByteLevel with GPT-2's regex, or Split with Qwen2's "+
+			"regex then ByteLevel without one, is supported (no prefix space)", string(tj.PreTokenizer))
 	}
 	if !isJSONNull(tj.PostProcessor) {
 		var post byteLevelJSON
 		if err := json.Unmarshal(tj.PostProcessor, &post); err != nil || post.Type != "ByteLevel" {
-			return fmt.Errorf("post_processor %.80s: only none or ByteLevel is supported (Encode adds no BOS/EOS)",
+			return 0, false, fmt.Errorf("post_processor %.80s: only none or ByteLevel is supported (Encode adds no BOS/EOS)",
 				string(tj.PostProcessor))
 		}
 	}
-	return nil
+	if !isJSONNull(tj.Decoder) {
+		var dec byteLevelJSON
+		if err := json.Unmarshal(tj.Decoder, &dec); err != nil || dec.Type != "ByteLevel" {
+			return 0, false, fmt.Errorf("decoder %.80s: only none or ByteLevel is supported", string(tj.Decoder))
+		}
+	}
+	return split, nfc, nil
+}
+
+// isByteLevel reports whether p is ByteLevel without a prefix space, using
+// GPT-2's regex (withRegex) or none.
+func (p *preTokenizerJSON) isByteLevel(withRegex bool) bool {
+	useRegex := p.UseRegex == nil || *p.UseRegex // HF's default is true
+	return p.Type == "ByteLevel" && !p.AddPrefixSpace && useRegex == withRegex
+}
+
+// isQwen2Split reports whether p is Split on Qwen2's regex, each match a piece.
+func (p *preTokenizerJSON) isQwen2Split() bool {
+	return p.Type == "Split" && p.Pattern.Regex != nil && *p.Pattern.Regex == qwen2SplitRegex &&
+		p.Behavior == "Isolated" && !p.Invert
 }
 
 func isJSONNull(raw json.RawMessage) bool {

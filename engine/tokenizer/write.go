@@ -11,11 +11,29 @@ import (
 
 // WriteFiles writes the tokenizer into dir in HF's GPT-2 layout: vocab.json,
 // merges.txt, tokenizer_config.json and special_tokens_map.json, which
-// transformers' GPT2Tokenizer/GPT2TokenizerFast and Load read back. dir is
+// transformers' GPT2Tokenizer/GPT2TokenizerFast and Load read back. The
+// built-in Qwen3 tokenizer writes its own tokenizer.json and
+// tokenizer_config.json instead (the GPT-2 layout cannot say NFC or Qwen2's
+// split); any other tokenizer with Qwen2's pipeline is an error. dir is
 // created if missing; existing files are replaced.
 func (t *Tokenizer) WriteFiles(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("tokenizer files: %w", err)
+	}
+	if t.sourceFiles != nil {
+		files, err := t.sourceFiles()
+		if err != nil {
+			return fmt.Errorf("tokenizer files: %w", err)
+		}
+		for name, data := range files {
+			if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+				return fmt.Errorf("tokenizer files: %w", err)
+			}
+		}
+		return nil
+	}
+	if t.split != splitGPT2 || t.nfc {
+		return fmt.Errorf("tokenizer files: only GPT-2's pipeline can be written as vocab.json + merges.txt")
 	}
 	files := []struct {
 		name string
