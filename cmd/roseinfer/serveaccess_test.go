@@ -99,9 +99,22 @@ func (b *syncBuffer) String() string {
 // startServe runs runServe with o in the background until the test ends.
 func startServe(t *testing.T, o serveOptions, logOut io.Writer) (url string, stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
 	o.engineOptions = defaultEngineOptions()
 	o.Device, o.simStepMicros = "sim", 200
+	return startServeWith(t, o, logOut)
+}
+
+// startServeOn serves o's model on device ("cpu", "sim") with its own
+// engine options, logging nowhere.
+func startServeOn(t *testing.T, o serveOptions, device string) (url string, stop func()) {
+	t.Helper()
+	o.Device = device
+	return startServeWith(t, o, io.Discard)
+}
+
+func startServeWith(t *testing.T, o serveOptions, logOut io.Writer) (url string, stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
 	o.host, o.modelName, o.streamInterval, o.logLevel = "127.0.0.1", "gpt2", 1, "info"
 	urls := make(chan string, 1)
 	o.ready = func(url string) { urls <- url }
