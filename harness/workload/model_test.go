@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/roseinfer/roseinfer/engine/tokenizer"
-	"github.com/roseinfer/roseinfer/harness/internal/testmodel"
+	"github.com/roseinfer/roseinfer/harness/workload/workloadtest"
 )
 
 // qwen3VocabSize is the Qwen3 tokenizer's (151,643 regular tokens and 26
@@ -20,7 +20,7 @@ const qwen3VocabSize = 151669
 // and clamps to the 2,048 positions of its config.json; both prefix modes.
 func TestLoadQwen3Dir(t *testing.T) {
 	dir := t.TempDir()
-	if err := testmodel.Qwen3Tiny(dir); err != nil {
+	if err := workloadtest.Qwen3Tiny(dir); err != nil {
 		t.Fatal(err)
 	}
 	tok, err := tokenizer.Load(dir)
@@ -74,7 +74,7 @@ func TestLoadQwen3Dir(t *testing.T) {
 // The model's regular tokens leave out every added token, special or not.
 func TestReadModelQwen3TokenIDs(t *testing.T) {
 	dir := t.TempDir()
-	if err := testmodel.Qwen3Tiny(dir); err != nil {
+	if err := workloadtest.Qwen3Tiny(dir); err != nil {
 		t.Fatal(err)
 	}
 	m, err := ReadModel(dir)

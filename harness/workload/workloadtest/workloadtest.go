@@ -1,7 +1,7 @@
-// Package testmodel writes checkpoint directories for harness tests: the
+// Package workloadtest writes checkpoint directories for harness tests: the
 // files `roseinfer init-model` writes, through the same engine calls, so a
 // test needs no built binary to get a model directory. Tests only.
-package testmodel
+package workloadtest
 
 import (
 	"os"
