@@ -97,16 +97,15 @@ func (o *Options) NewBatch() (*Batch, error) {
 		return nil, err
 	}
 	b := &Batch{In: in, Out: out, ModelContext: builtinContext, WarmupOut: min(16, out.Lo)}
-	var table []int32
-	known := o.Model == "" // a model id for a third-party engine has no context we can read
-	if workload.IsModelDir(o.Model) {
-		m, err := workload.ReadModel(o.Model)
-		if err != nil {
-			return nil, err
-		}
-		b.ModelContext, table, known = m.ContextLen, m.TokenIDs, true
+	table, contextLen, err := o.PromptTokenIDs()
+	if err != nil {
+		return nil, err
 	}
-	if known {
+	if contextLen > 0 {
+		b.ModelContext = contextLen
+	}
+	// A model id for a third-party engine has no context we can read.
+	if o.Model == "" || contextLen > 0 {
 		if in.Hi+out.Hi > b.ModelContext {
 			return nil, fmt.Errorf("input length up to %d + output length up to %d exceed the model's %d-token context",
 				in.Hi, out.Hi, b.ModelContext)
@@ -117,6 +116,21 @@ func (o *Options) NewBatch() (*Batch, error) {
 	b.OutputLens = outputLens
 	b.Warmup = Prompts(repeat(o.WarmupPrompts, in.Lo), VocabSize, table, o.Seed+1)
 	return b, nil
+}
+
+// PromptTokenIDs are the ids prompts are drawn from and the model's
+// context, for --model DIR (workload.ReadModel): nil ids for GPT-2 (its
+// range, VocabSize, as always), and context 0 when --model is empty or not a
+// directory.
+func (o *Options) PromptTokenIDs() (ids []int32, contextLen int, err error) {
+	if !workload.IsModelDir(o.Model) {
+		return nil, 0, nil
+	}
+	m, err := workload.ReadModel(o.Model)
+	if err != nil {
+		return nil, 0, err
+	}
+	return m.TokenIDs, m.ContextLen, nil
 }
 
 // builtinContext is the built-in tiny model's (and GPT-2's) context.
