@@ -83,7 +83,8 @@ type Batch struct {
 	Warmup     [][]int32
 	WarmupOut  int // warmup max_tokens: up to 16
 	In, Out    LenRange
-	// ModelContext is the context the lengths were checked against.
+	// ModelContext is the context the lengths were checked against; 0 when
+	// --model is a model id rather than a directory (not checked).
 	ModelContext int
 }
 
@@ -101,8 +102,8 @@ func (o *Options) NewBatch() (*Batch, error) {
 	if err != nil {
 		return nil, err
 	}
-	if contextLen > 0 {
-		b.ModelContext = contextLen
+	if o.Model != "" {
+		b.ModelContext = contextLen // 0: a model id for another engine, context unknown here
 	}
 	// A model id for a third-party engine has no context we can read.
 	if o.Model == "" || contextLen > 0 {
