@@ -45,6 +45,11 @@ type PromptOptions struct {
 	VocabSize       int       // the model's vocabulary (GPT-2: 50257); ids are drawn from [0, max(1, VocabSize/2)]
 	BlockSizeTokens int       // PrefixTrace: tokens per hash id, normally Trace.Format.BlockSizeTokens()
 	Codec           TextCodec // PrefixBase: optional, see BaseSequence
+	// TokenIDs, when set, are the ids a prompt may hold (a tokenizer's
+	// regular tokens): the draws are made as if VocabSize were
+	// len(TokenIDs), and draw k becomes TokenIDs[k] (MapTokenIDs). Nil keeps
+	// the original's ids over [0, VocabSize/2]. Not with Codec.
+	TokenIDs []int32
 }
 
 // BuildPrompts returns one exact token-id prompt per row, of length
@@ -52,6 +57,12 @@ type PromptOptions struct {
 // slices of one shared base sequence (capacity = length, so appending to one
 // cannot change another); in PrefixTrace mode each prompt is its own slice.
 func BuildPrompts(rows []Row, opts PromptOptions) ([][]int32, error) {
+	if opts.TokenIDs != nil {
+		if opts.Codec != nil {
+			return nil, errors.New("prompt token ids from a table cannot be combined with a text codec")
+		}
+		opts.VocabSize = len(opts.TokenIDs)
+	}
 	if opts.VocabSize <= 0 {
 		return nil, errors.New("vocabulary size must be positive")
 	}
@@ -71,6 +82,7 @@ func BuildPrompts(rows []Row, opts PromptOptions) ([][]int32, error) {
 		if err != nil {
 			return nil, err
 		}
+		MapTokenIDs(base, opts.TokenIDs)
 		for i, r := range rows {
 			prompts[i] = base[:r.InputLen:r.InputLen]
 		}
@@ -79,12 +91,25 @@ func BuildPrompts(rows []Row, opts PromptOptions) ([][]int32, error) {
 			return nil, errors.New("prefix mode trace needs a trace with hash_ids (mooncake or qwen) and its block size")
 		}
 		for i, r := range rows {
-			prompts[i] = TracePrompt(r, opts.BlockSizeTokens, opts.Seed, opts.VocabSize)
+			prompts[i] = MapTokenIDs(TracePrompt(r, opts.BlockSizeTokens, opts.Seed, opts.VocabSize), opts.TokenIDs)
 		}
 	default:
 		return nil, fmt.Errorf("unknown prefix mode %q", opts.Mode)
 	}
 	return prompts, nil
+}
+
+// MapTokenIDs replaces each draw k in ids by table[k], in place, and returns
+// ids; a nil table leaves ids as drawn. Draws made with vocabulary size
+// len(table) are always in range.
+func MapTokenIDs(ids, table []int32) []int32 {
+	if table == nil {
+		return ids
+	}
+	for i, k := range ids {
+		ids[i] = table[k]
+	}
+	return ids
 }
 
 // BaseSequence is the original harness's base prompt: numTokens ids drawn

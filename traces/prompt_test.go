@@ -248,3 +248,36 @@ func int32s(v []int) []int32 {
 	}
 	return out
 }
+
+// With a token table the draws are made over len(table) and mapped through
+// it, in both modes: an identity table gives the plain draws, a shifted one
+// the same draws shifted. A table cannot be combined with a codec.
+func TestBuildPromptsTokenTable(t *testing.T) {
+	rows := []Row{{Index: 0, InputLen: 9, HashIDs: []int64{1}}, {Index: 1, InputLen: 20, HashIDs: []int64{1, 2}}}
+	const n = 1000
+	identity, shifted := make([]int32, n), make([]int32, n)
+	for i := range identity {
+		identity[i], shifted[i] = int32(i), int32(i+5000)
+	}
+	for _, mode := range []PrefixMode{PrefixBase, PrefixTrace} {
+		plain, err := BuildPrompts(rows, PromptOptions{Mode: mode, Seed: 42, VocabSize: n, BlockSizeTokens: 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		same, _ := BuildPrompts(rows, PromptOptions{Mode: mode, Seed: 42, VocabSize: 50257, BlockSizeTokens: 16, TokenIDs: identity})
+		moved, _ := BuildPrompts(rows, PromptOptions{Mode: mode, Seed: 42, VocabSize: 50257, BlockSizeTokens: 16, TokenIDs: shifted})
+		for i := range plain {
+			if !slices.Equal(plain[i], same[i]) {
+				t.Errorf("%s: prompt %d: identity table %v, plain draws %v", mode, i, same[i], plain[i])
+			}
+			for j, id := range moved[i] {
+				if id != plain[i][j]+5000 {
+					t.Fatalf("%s: prompt %d: shifted table gives %d, want %d", mode, i, id, plain[i][j]+5000)
+				}
+			}
+		}
+	}
+	if _, err := BuildPrompts(rows, PromptOptions{Seed: 42, TokenIDs: identity, Codec: fakeCodec{}}); err == nil {
+		t.Error("a table with a codec: no error")
+	}
+}

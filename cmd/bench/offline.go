@@ -31,6 +31,7 @@ func newOfflineCmd() *cobra.Command {
 	serverArgs := ""
 	var simStepUS int
 	var timeoutReadyS float64
+	var inputLenRange, outputLenRange string
 	cmd := &cobra.Command{
 		Use:   "offline",
 		Short: "Fixed-length generation throughput: req/s, output tok/s, total tok/s",
@@ -41,6 +42,19 @@ timed region runs from the first prompt submitted to the last token of the last
 prompt; model loading and warmup (--warmup-prompts prompts, up to 16 tokens) are
 excluded. Reports req/s, output tok/s, total tok/s, total latency, and the
 prefill/decode split (until the last prompt's first token / the rest).
+
+Lengths may vary instead, each prompt's drawn uniformly (seed --seed, the same
+lengths for every backend and every run with that seed):
+--random-range-ratio R (0 <= R < 1) as vLLM's random dataset: input length in
+[floor(input_len*(1-R)), ceil(input_len*(1+R))], output length likewise (at
+least 1), both ends included; --input-len-range A,B and --output-len-range A,B
+give the inclusive bounds directly and win over R. R = 0 is fixed lengths.
+offline_results.json's meta records the ranges; a result's input_len and
+output_len are then the mean lengths.
+
+Prompt ids: with --model DIR of a family other than GPT-2 (Qwen3), uniform over
+the tokenizer's regular tokens (never an added or special id), and the lengths
+must fit the context of DIR's config.json; otherwise GPT-2's range as always.
 
 Backends: "roseinfer" runs the engine in this process through its Go API;
 "roseinfer+server" launches "roseinfer serve" and sends the prompts as streaming
@@ -54,13 +68,21 @@ Writes <output-dir>/offline_<YYYYmmdd_HHMMSS>/offline_results.json and
 offline_summary.md. Exit status: 0 ok, 1 a backend failed, 130 interrupted.` + profileHelp,
 		Example: `  bench offline --input-len 256 --output-len 64 --num-prompts 128
   bench offline --backends roseinfer --device sim --sim-step-us 1000
-  bench offline --model ./gpt2-random --input-len 512 --output-len 128`,
+  bench offline --model ./gpt2-random --input-len 512 --output-len 128
+  bench offline --model ./qwen3-0.6b-random --device cuda --backends roseinfer --num-prompts 256 \
+      --input-len-range 100,1024 --output-len-range 100,1024 --ignore-eos --temperature 0.6 --top-p 1 --top-k 0   # nano-vllm's protocol`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Backends = splitList(backends)
 			var err error
 			if o.ServerArgs, err = backend.SplitArgs(serverArgs); err != nil {
 				return fmt.Errorf("--server-args: %w", err)
+			}
+			if o.InputLenRange, err = offline.ParseLenRange(inputLenRange); err != nil {
+				return fmt.Errorf("--input-len-range: %w", err)
+			}
+			if o.OutputLenRange, err = offline.ParseLenRange(outputLenRange); err != nil {
+				return fmt.Errorf("--output-len-range: %w", err)
 			}
 			o.SimStep = time.Duration(simStepUS) * time.Microsecond
 			o.TimeoutReady = seconds(timeoutReadyS)
@@ -100,11 +122,14 @@ offline_summary.md. Exit status: 0 ok, 1 a backend failed, 130 interrupted.` + p
 	f := cmd.Flags()
 	f.StringVar(&backends, "backends", backends, "comma list: roseinfer (in-process engine), roseinfer+server (HTTP)")
 	f.StringVar(&o.Device, "device", o.Device, "cpu, sim, cuda or auto (cuda when usable, else cpu): the in-process engine's device and roseinfer serve's --device")
-	f.StringVar(&o.Model, "model", "", `HF GPT-2 checkpoint directory ("" = built-in tiny model)`)
+	f.StringVar(&o.Model, "model", "", `HF checkpoint directory, GPT-2 or Qwen3 ("" = built-in tiny model)`)
 	f.IntVar(&simStepUS, "sim-step-us", 1000, "step time of the sim device in µs")
 	f.IntVar(&o.NumPrompts, "num-prompts", o.NumPrompts, fmt.Sprintf("number of prompts; CPU: %d", cpuDefaultNumPrompts))
 	f.IntVar(&o.InputLen, "input-len", o.InputLen, "prompt length in tokens")
 	f.IntVar(&o.OutputLen, "output-len", o.OutputLen, fmt.Sprintf("generated tokens per prompt; CPU: %d", cpuDefaultOutputLen))
+	f.Float64Var(&o.RandomRangeRatio, "random-range-ratio", 0, "0 <= R < 1: lengths uniform in [floor(len*(1-R)), ceil(len*(1+R))], as vLLM (0 = fixed)")
+	f.StringVar(&inputLenRange, "input-len-range", "", "A,B: input lengths uniform in [A, B], both included (wins over --random-range-ratio)")
+	f.StringVar(&outputLenRange, "output-len-range", "", "A,B: output lengths uniform in [A, B], both included (wins over --random-range-ratio)")
 	f.Float64Var(&o.Temperature, "temperature", o.Temperature, "sampling temperature")
 	f.Float64Var(&o.TopP, "top-p", o.TopP, "nucleus sampling top_p")
 	f.IntVar(&o.TopK, "top-k", o.TopK, "top_k")

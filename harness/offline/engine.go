@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -18,11 +19,11 @@ import (
 // it holds every concurrently running sequence, so the batch never
 // preempts; and on cuda, the step token budget (cudaOfflineBatchedTokens).
 // Model loading happens here, outside the timed region.
-func (o *Options) startEngine() (*launch.Running, error) {
+func (o *Options) startEngine(b *Batch) (*launch.Running, error) {
 	lo := launch.Defaults()
 	lo.Device, lo.ModelDir, lo.SimStep = o.Device, o.Model, o.SimStep
 	lo.MaxNumSeqs, lo.PrefixCache = o.MaxBatchSize, o.PrefixCache
-	lo.KVCacheTokens = kvTokensWithoutPreemption(min(o.NumPrompts, o.MaxBatchSize), o.InputLen+o.OutputLen, lo.BlockSizeTokens)
+	lo.KVCacheTokens = kvTokensWithoutPreemption(b.totalTokens(), o.MaxBatchSize, lo.BlockSizeTokens)
 	r, err := launch.Resolve(lo, nil)
 	if err != nil {
 		return nil, err
@@ -42,11 +43,18 @@ func (o *Options) startEngine() (*launch.Running, error) {
 // The cpu and sim devices keep serve's budget.
 const cudaOfflineBatchedTokens = 16384
 
-// kvTokensWithoutPreemption is a KV pool in which maxConcurrent sequences of
-// seqTokens tokens fit at once, with one block each to spare for rounding.
-func kvTokensWithoutPreemption(maxConcurrent, seqTokens, blockSize int) int {
-	perSeq := (seqTokens+blockSize-1)/blockSize + 1
-	return max(1, maxConcurrent) * perSeq * blockSize
+// kvTokensWithoutPreemption is a KV pool in which any maxConcurrent of the
+// sequences (seqTokens each: prompt plus output) fit at once — the longest
+// maxConcurrent of them — with one block each to spare for rounding. With
+// equal lengths that is maxConcurrent × one sequence's blocks.
+func kvTokensWithoutPreemption(seqTokens []int, maxConcurrent, blockSize int) int {
+	sorted := slices.Clone(seqTokens)
+	slices.SortFunc(sorted, func(a, b int) int { return b - a })
+	numBlocks := 0
+	for _, n := range sorted[:min(len(sorted), max(1, maxConcurrent))] {
+		numBlocks += (n+blockSize-1)/blockSize + 1
+	}
+	return max(1, numBlocks) * blockSize
 }
 
 // engineRun is what one batch of prompts produced in the engine.
@@ -60,7 +68,7 @@ type engineRun struct {
 
 // generate submits every prompt at once and drains all streams. The timed
 // region is from the first Submit to the last token of the last prompt.
-func generate(ctx context.Context, e *engine.Engine, prompts [][]int32, maxTokens int, params sample.Params, seed uint64, ignoreEOS bool) (*engineRun, error) {
+func generate(ctx context.Context, e *engine.Engine, prompts [][]int32, maxTokens []int, params sample.Params, seed uint64, ignoreEOS bool) (*engineRun, error) {
 	n := len(prompts)
 	r := &engineRun{firstTokens: make([]time.Time, n), lastTokens: make([]time.Time, n),
 		numTokens: make([]int, n), finish: make([]engine.FinishReason, n)}
@@ -69,7 +77,7 @@ func generate(ctx context.Context, e *engine.Engine, prompts [][]int32, maxToken
 	for i, p := range prompts {
 		ps := params
 		ps.Seed = seed + uint64(i)
-		st, err := e.Submit(&engine.Request{PromptTokens: p, Params: ps, HasSeed: true, MaxTokens: maxTokens, IgnoreEOS: ignoreEOS})
+		st, err := e.Submit(&engine.Request{PromptTokens: p, Params: ps, HasSeed: true, MaxTokens: maxTokens[i], IgnoreEOS: ignoreEOS})
 		if err != nil {
 			for _, s := range streams[:i] {
 				s.Abort()

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -33,21 +32,26 @@ const (
 
 // Options are `bench offline`'s settings.
 type Options struct {
-	Backends      []string // roseinfer (in-process), roseinfer+server
-	Device        string   // auto, cpu, sim or cuda: roseinfer --device, in-process and for the server
-	Model         string   // HF checkpoint dir; "" = built-in tiny model
-	SimStep       time.Duration
-	NumPrompts    int
-	InputLen      int
-	OutputLen     int
-	Temperature   float64
-	TopP          float64
-	TopK          int
-	IgnoreEOS     bool
-	Seed          int64
-	MaxBatchSize  int
-	WarmupPrompts int
-	PrefixCache   bool
+	Backends   []string // roseinfer (in-process), roseinfer+server
+	Device     string   // auto, cpu, sim or cuda: roseinfer --device, in-process and for the server
+	Model      string   // HF checkpoint dir; "" = built-in tiny model
+	SimStep    time.Duration
+	NumPrompts int
+	InputLen   int
+	OutputLen  int
+	// Length ranges (LengthRanges): --random-range-ratio spreads InputLen
+	// and OutputLen as vLLM does; an explicit range (zero = unset) wins.
+	RandomRangeRatio float64
+	InputLenRange    LenRange
+	OutputLenRange   LenRange
+	Temperature      float64
+	TopP             float64
+	TopK             int
+	IgnoreEOS        bool
+	Seed             int64
+	MaxBatchSize     int
+	WarmupPrompts    int
+	PrefixCache      bool
 
 	ServerArgs   []string
 	RoseinferBin string
@@ -118,10 +122,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		return nil, fmt.Errorf("run dir: %w", err)
 	}
+	batch, err := o.NewBatch()
+	if err != nil {
+		return nil, err
+	}
 	rep := &Report{RunDir: runDir, ResultsPath: filepath.Join(runDir, results.OfflineResultsFile),
 		SummaryPath: filepath.Join(runDir, report.OfflineSummaryFile)}
 	start := time.Now()
-	out := &results.Offline{Meta: o.meta()}
+	out := &results.Offline{Meta: o.meta(batch)}
 	versions := rundir.Versions(ctx)
 	out.Meta[results.MetaVersions] = versions
 	backendWall := map[string]float64{}
@@ -137,24 +145,27 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return results.WriteAtomic(rep.SummaryPath, func(w io.Writer) error { return report.WriteOfflineSummary(w, out) })
 	}
 
-	prompts := RandomPrompts(o.NumPrompts, o.InputLen, VocabSize, o.Seed)
-	warmup := RandomPrompts(o.WarmupPrompts, o.InputLen, VocabSize, o.Seed+1)
 	for _, label := range o.Backends {
 		if ctx.Err() != nil {
 			rep.Interrupted = true
 			break
 		}
-		fmt.Fprintf(o.Log, "[%s] offline: %d prompts x %d tokens -> %d tokens\n", label, o.NumPrompts, o.InputLen, o.OutputLen)
+		if batch.In.fixed() && batch.Out.fixed() {
+			fmt.Fprintf(o.Log, "[%s] offline: %d prompts x %d tokens -> %d tokens\n", label, o.NumPrompts, o.InputLen, o.OutputLen)
+		} else {
+			fmt.Fprintf(o.Log, "[%s] offline: %d prompts x [%d, %d] tokens -> [%d, %d] tokens\n", label, o.NumPrompts,
+				batch.In.Lo, batch.In.Hi, batch.Out.Lo, batch.Out.Hi)
+		}
 		t0 := time.Now()
 		var res results.OfflineResult
 		var err error
 		switch label {
 		case LabelInProcess:
-			res, err = o.runInProcess(ctx, prompts, warmup)
+			res, err = o.runInProcess(ctx, batch)
 		case LabelServer:
-			res, err = o.runServer(ctx, runDir, prompts, warmup)
+			res, err = o.runServer(ctx, runDir, batch)
 		case backend.NameVLLM, backend.NameSGLang, backend.NameTRTLLM:
-			res, err = o.runThirdParty(ctx, runDir, label, prompts)
+			res, err = o.runThirdParty(ctx, runDir, label, batch)
 		default:
 			err = fmt.Errorf("offline backend %q is not supported by this build (roseinfer, roseinfer+server, vllm, sglang, trtllm)", label)
 		}
@@ -165,7 +176,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if res.Model == "" {
 			res.Model = o.modelName()
 		}
-		res.NumPrompts, res.InputLen, res.OutputLen = o.NumPrompts, o.InputLen, o.OutputLen
+		// With length ranges these are the mean lengths (as the Python
+		// drivers report input_len); fixed lengths are the flags exactly.
+		res.NumPrompts, res.InputLen, res.OutputLen = o.NumPrompts, batch.meanInputLen(), batch.meanOutputLen()
 		if res.Extra == nil {
 			res.Extra = map[string]any{}
 		}
@@ -200,25 +213,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return rep, write()
 }
 
-// VocabSize is GPT-2's, the range of the prompt token ids: every built-in
-// model keeps the real vocabulary.
+// VocabSize is GPT-2's, the range of the prompt token ids without a
+// checkpoint directory of another family: every built-in model keeps the
+// real vocabulary.
 const VocabSize = 50257
-
-// RandomPrompts returns n prompts of exactly length token ids drawn
-// uniformly from [0, vocab) with a PCG generator seeded by seed: the same
-// ids for every backend of a run.
-func RandomPrompts(n, length, vocab int, seed int64) [][]int32 {
-	rng := rand.New(rand.NewPCG(uint64(seed), 0x6f66666c696e65)) // "offline"
-	out := make([][]int32, n)
-	for i := range out {
-		p := make([]int32, length)
-		for j := range p {
-			p[j] = int32(rng.IntN(vocab))
-		}
-		out[i] = p
-	}
-	return out
-}
 
 func (o *Options) validate() error {
 	switch {
@@ -226,12 +224,17 @@ func (o *Options) validate() error {
 		return errors.New("no backends to run")
 	case o.NumPrompts < 1 || o.InputLen < 1 || o.OutputLen < 1:
 		return fmt.Errorf("need --num-prompts, --input-len and --output-len >= 1 (got %d, %d, %d)", o.NumPrompts, o.InputLen, o.OutputLen)
-	case o.InputLen+o.OutputLen > 1024 && o.Model == "":
-		return fmt.Errorf("--input-len %d + --output-len %d exceed the built-in model's 1024-token context", o.InputLen, o.OutputLen)
 	case o.MaxBatchSize < 1:
 		return errors.New("--max-batch-size must be at least 1")
 	case o.WarmupPrompts < 0:
 		return errors.New("--warmup-prompts must not be negative")
+	}
+	in, out, err := o.LengthRanges()
+	if err != nil {
+		return err
+	}
+	if o.Model == "" && in.Hi+out.Hi > builtinContext {
+		return fmt.Errorf("input length up to %d + output length up to %d exceed the built-in model's %d-token context", in.Hi, out.Hi, builtinContext)
 	}
 	switch o.Device {
 	case "auto", "cpu", "sim", "cuda":
@@ -254,7 +257,7 @@ func (o *Options) sampleParams() sample.Params {
 
 // meta is offline_results.json's meta: the original's keys where they apply,
 // then additions.
-func (o *Options) meta() map[string]any {
+func (o *Options) meta(b *Batch) map[string]any {
 	return map[string]any{
 		"model":          o.modelName(),
 		"device":         o.Device,
@@ -273,5 +276,11 @@ func (o *Options) meta() map[string]any {
 		"prefix_cache": o.PrefixCache,
 		"server_args":  strings.Join(o.ServerArgs, " "),
 		"sim_step_us":  strconv.FormatInt(o.SimStep.Microseconds(), 10),
+		// Length ranges: the inclusive [lo, hi] every prompt's input and
+		// output length were drawn from (seed "seed"); lo == hi is fixed.
+		"random_range_ratio": o.RandomRangeRatio,
+		"input_len_range":    b.In.meta(),
+		"output_len_range":   b.Out.meta(),
+		"model_context":      b.ModelContext,
 	}
 }

@@ -42,22 +42,23 @@ func (o *Options) result(b batchTiming) results.OfflineResult {
 }
 
 // checkLengths enforces the run's contract: with ignore_eos every prompt
-// yields exactly output_len tokens, so the totals are prompts × lengths.
-func (o *Options) checkLengths(numTokens []int) error {
+// yields exactly its output length, so the totals are the sums of lengths.
+func (o *Options) checkLengths(numTokens, want []int) error {
 	if !o.IgnoreEOS {
 		return nil
 	}
 	for i, n := range numTokens {
-		if n != o.OutputLen {
-			return fmt.Errorf("prompt %d generated %d tokens, want exactly %d (ignore_eos)", i, n, o.OutputLen)
+		if n != want[i] {
+			return fmt.Errorf("prompt %d generated %d tokens, want exactly %d (ignore_eos)", i, n, want[i])
 		}
 	}
 	return nil
 }
 
 // runInProcess measures roseinfer through the engine API in this process.
-func (o *Options) runInProcess(ctx context.Context, prompts, warmup [][]int32) (results.OfflineResult, error) {
-	running, err := o.startEngine()
+func (o *Options) runInProcess(ctx context.Context, batch *Batch) (results.OfflineResult, error) {
+	prompts, warmup := batch.Prompts, batch.Warmup
+	running, err := o.startEngine(batch)
 	if err != nil {
 		return results.OfflineResult{}, err
 	}
@@ -72,15 +73,15 @@ func (o *Options) runInProcess(ctx context.Context, prompts, warmup [][]int32) (
 	partial := results.OfflineResult{Device: running.Device, Extra: extra}
 	params := o.sampleParams()
 	if len(warmup) > 0 {
-		if _, err := generate(ctx, e, warmup, min(16, o.OutputLen), params, uint64(o.Seed)+1<<32, o.IgnoreEOS); err != nil {
+		if _, err := generate(ctx, e, warmup, repeat(len(warmup), batch.WarmupOut), params, uint64(o.Seed)+1<<32, o.IgnoreEOS); err != nil {
 			return partial, fmt.Errorf("warmup: %w", err)
 		}
 	}
-	r, err := generate(ctx, e, prompts, o.OutputLen, params, uint64(o.Seed), o.IgnoreEOS)
+	r, err := generate(ctx, e, prompts, batch.OutputLens, params, uint64(o.Seed), o.IgnoreEOS)
 	if err != nil {
 		return partial, err
 	}
-	if err := o.checkLengths(r.numTokens); err != nil {
+	if err := o.checkLengths(r.numTokens, batch.OutputLens); err != nil {
 		return partial, err
 	}
 	prefillEnd, err := r.prefillEnd()
@@ -99,7 +100,8 @@ func (o *Options) runInProcess(ctx context.Context, prompts, warmup [][]int32) (
 
 // runServer measures roseinfer through its HTTP server: all prompts sent at
 // once as streaming token-id completions.
-func (o *Options) runServer(ctx context.Context, runDir string, prompts, warmup [][]int32) (results.OfflineResult, error) {
+func (o *Options) runServer(ctx context.Context, runDir string, batch *Batch) (results.OfflineResult, error) {
+	prompts, warmup := batch.Prompts, batch.Warmup
 	spec, err := o.ServerSpec(ctx, LabelServer)
 	if err != nil {
 		return results.OfflineResult{}, err
@@ -118,11 +120,11 @@ func (o *Options) runServer(ctx context.Context, runDir string, prompts, warmup 
 	c := client.New(client.Options{BaseURL: srv.BaseURL, MaxConcurrency: len(prompts), APIKey: spec.APIKey})
 	defer c.Close()
 	if len(warmup) > 0 {
-		if _, err := o.sendBatch(ctx, c, srv.ModelID, warmup, min(16, o.OutputLen)); err != nil {
+		if _, err := o.sendBatch(ctx, c, srv.ModelID, warmup, repeat(len(warmup), batch.WarmupOut), false); err != nil {
 			return results.OfflineResult{Extra: extra}, fmt.Errorf("warmup: %w", err)
 		}
 	}
-	b, err := o.sendBatch(ctx, c, srv.ModelID, prompts, o.OutputLen)
+	b, err := o.sendBatch(ctx, c, srv.ModelID, prompts, batch.OutputLens, true)
 	if died, why := srv.Died(); died {
 		return results.OfflineResult{Extra: extra}, fmt.Errorf("%s", why)
 	}
@@ -163,12 +165,13 @@ func (o *Options) RequestBody(model string, prompt []int32, maxTokens int, q cli
 		Temperature: o.Temperature, TopP: o.TopP, TopK: o.TopK, IgnoreEOS: o.IgnoreEOS}, q)
 }
 
-// sendBatch sends every prompt at once and waits for all streams.
-func (o *Options) sendBatch(ctx context.Context, c *client.Client, model string, prompts [][]int32, maxTokens int) (batchTiming, error) {
+// sendBatch sends every prompt at once, prompt i asking for maxTokens[i],
+// and waits for all streams; check holds them to checkLengths.
+func (o *Options) sendBatch(ctx context.Context, c *client.Client, model string, prompts [][]int32, maxTokens []int, check bool) (batchTiming, error) {
 	bodies := make([][]byte, len(prompts))
 	for i, p := range prompts {
 		var err error
-		bodies[i], err = o.RequestBody(model, p, maxTokens, client.Roseinfer)
+		bodies[i], err = o.RequestBody(model, p, maxTokens[i], client.Roseinfer)
 		if err != nil {
 			return batchTiming{}, err
 		}
@@ -206,8 +209,8 @@ func (o *Options) sendBatch(ctx context.Context, c *client.Client, model string,
 		b.totalInputTokens += len(prompts[i])
 		b.totalOutTokens += numTokens[i]
 	}
-	if maxTokens == o.OutputLen {
-		if err := o.checkLengths(numTokens); err != nil {
+	if check {
+		if err := o.checkLengths(numTokens, maxTokens); err != nil {
 			return b, err
 		}
 	}

@@ -45,7 +45,7 @@ func onlineMeta(o *OnlineOptions, w *workload.Workload, labels []string) map[str
 		// Additions.
 		"trace_format":          string(w.Trace().Format),
 		"num_trace_rows":        w.NumRows(),
-		"model_max_len":         o.Workload.ModelMaxLen,
+		"model_max_len":         w.Context().ModelMaxLen,
 		"effective_context":     w.Context().Effective(),
 		"prefix_mode":           o.Workload.PrefixMode,
 		"repeat":                o.Load.Repeat,

@@ -46,6 +46,9 @@ func Online(ctx, abort context.Context, o OnlineOptions) (*Report, error) {
 	if abort == nil {
 		abort = context.Background()
 	}
+	if o.Workload.ModelDir == "" && workload.IsModelDir(o.Servers.Model) {
+		o.Workload.ModelDir = o.Servers.Model
+	}
 	w, err := workload.Load(&o.Workload)
 	if err != nil {
 		return nil, err
@@ -65,7 +68,7 @@ func Online(ctx, abort context.Context, o OnlineOptions) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	specs, skipped, err := servers.Specs(ctx, &o.Servers, o.Workload.Context())
+	specs, skipped, err := servers.Specs(ctx, &o.Servers, w.Context())
 	if err != nil {
 		return nil, err
 	}

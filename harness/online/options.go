@@ -68,8 +68,8 @@ func DefaultOnline() OnlineOptions {
 			N:                    1000,
 			MaxOutputLen:         128,
 			PromptOverheadTokens: 8,
-			ModelMaxLen:          1024,
-			VocabSize:            50257,
+			ModelMaxLen:          0, // the model's: --model DIR's config.json, else GPT-2's 1024
+			VocabSize:            workload.GPT2VocabSize,
 			PrefixMode:           "base",
 			Seed:                 42,
 			Temperature:          0.7,
@@ -104,7 +104,7 @@ func (o *OnlineOptions) Validate() error {
 		return fmt.Errorf("--repeat %d: need at least one round", o.Load.Repeat)
 	case o.Workload.MaxOutputLen < 0 || o.Workload.MaxInputLen < 0:
 		return errors.New("--max-input-len and --max-output-len must not be negative")
-	case o.Workload.ModelMaxLen < 2:
+	case o.Workload.ModelMaxLen < 0 || o.Workload.ModelMaxLen == 1:
 		return fmt.Errorf("model context %d is too small", o.Workload.ModelMaxLen)
 	case o.Workload.WarmupRequests < 0:
 		return errors.New("--warmup-requests must not be negative")

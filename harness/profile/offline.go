@@ -66,7 +66,11 @@ func Offline(ctx context.Context, p Options, in OfflineInput) (*Report, error) {
 	}
 	st := newStage(&p, runDir, in.Log, meta)
 	st.nsysWrap, st.tasksetOutside = nsysOfflineArgv, true
-	st.work = &offlineWorkload{o: o, p: &p}
+	table, _, err := o.PromptTokenIDs()
+	if err != nil {
+		return nil, err
+	}
+	st.work = &offlineWorkload{o: o, p: &p, tokenIDs: table}
 	st.model = o.Model
 	st.launch = backend.LaunchOptions{Host: o.Host, PortBase: o.PortBase, UsedPorts: map[int]bool{}, RunDir: runDir,
 		ReadyTimeout: o.TimeoutReady}
@@ -94,8 +98,18 @@ func offlineSpecs(ctx context.Context, o *offline.Options) ([]backend.Spec, []st
 
 // offlineWorkload is the fixed-length batch: all prompts at time 0.
 type offlineWorkload struct {
-	o *offline.Options
-	p *Options
+	o        *offline.Options
+	p        *Options
+	tokenIDs []int32 // the model's prompt ids (offline.Options.PromptTokenIDs); nil: GPT-2's range
+}
+
+// prompts are n prompts of length ids, drawn as the throughput run draws.
+func (w *offlineWorkload) prompts(n, length int, seed int64) [][]int32 {
+	lengths := make([]int, n)
+	for i := range lengths {
+		lengths[i] = length
+	}
+	return offline.Prompts(lengths, offline.VocabSize, w.tokenIDs, seed)
 }
 
 // quirks leaves the request shape as it is: the offline stage profiles
@@ -105,7 +119,7 @@ func (w *offlineWorkload) quirks(q client.Quirks) client.Quirks { return q }
 // warmupBodies are the throughput run's warmup prompts (up to 16 tokens
 // each), sent one after another.
 func (w *offlineWorkload) warmupBodies(model string, q client.Quirks) ([][]byte, error) {
-	prompts := offline.RandomPrompts(w.o.WarmupPrompts, w.p.InputLen, offline.VocabSize, w.o.Seed+1)
+	prompts := w.prompts(w.o.WarmupPrompts, w.p.InputLen, w.o.Seed+1)
 	out := make([][]byte, len(prompts))
 	for i, pr := range prompts {
 		b, err := w.o.RequestBody(model, pr, min(16, w.p.OfflineOutLen), q)
@@ -118,7 +132,7 @@ func (w *offlineWorkload) warmupBodies(model string, q client.Quirks) ([][]byte,
 }
 
 func (w *offlineWorkload) items(model string, q client.Quirks) ([]replay.Item, error) {
-	prompts := offline.RandomPrompts(w.p.NumPrompts, w.p.InputLen, offline.VocabSize, w.o.Seed)
+	prompts := w.prompts(w.p.NumPrompts, w.p.InputLen, w.o.Seed)
 	items := make([]replay.Item, len(prompts))
 	for i, pr := range prompts {
 		b, err := w.o.RequestBody(model, pr, w.p.OfflineOutLen, q)

@@ -54,6 +54,9 @@ func Online(ctx context.Context, p Options, in OnlineInput) (*Report, error) {
 	if in.ResultsPath != "" && o.ServerCPUs == "" && o.ClientCPUs == "" {
 		o.ServerCPUs, o.ClientCPUs = cpusOfRun(in.ResultsPath)
 	}
+	if in.Workload.ModelDir == "" && workload.IsModelDir(o.Model) {
+		in.Workload.ModelDir = o.Model
+	}
 	work, err := newOnlineWorkload(&in.Workload, in.StartOffsetS, &p)
 	if err != nil {
 		return nil, err
@@ -70,7 +73,7 @@ func Online(ctx context.Context, p Options, in OnlineInput) (*Report, error) {
 	}
 	specs, skipped := in.Specs, []string(nil)
 	if specs == nil {
-		if specs, skipped, err = onlineSpecs(ctx, o, in.Workload.Context()); err != nil {
+		if specs, skipped, err = onlineSpecs(ctx, o, work.w.Context()); err != nil {
 			return nil, err
 		}
 	}

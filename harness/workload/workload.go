@@ -24,10 +24,14 @@ type Options struct {
 	MaxInputLen          int    // 0 = not set
 	MaxOutputLen         int
 	PromptOverheadTokens int
-	ModelMaxLen          int // the model's context (GPT-2 and the tiny preset: 1024)
-	VocabSize            int
-	PrefixMode           string // base | trace
-	Seed                 int64
+	// ModelDir is a checkpoint directory (--model DIR) or "": with one,
+	// prompts are drawn from its tokenizer's regular tokens (ReadModel) and
+	// an unset ModelMaxLen is its config.json's context.
+	ModelDir    string
+	ModelMaxLen int    // the model's context; 0 = ModelDir's config.json, else GPT-2's 1024
+	VocabSize   int    // 0 = GPT-2's 50257; the range of GPT-2's draws (ModelDir's tokenizer decides otherwise)
+	PrefixMode  string // base | trace
+	Seed        int64
 
 	// Every request's sampling and route.
 	Temperature float64
@@ -42,10 +46,25 @@ type Options struct {
 	WarmupOutputLen int
 }
 
-// Context is the model context the rows are clamped to.
-func (o *Options) Context() traces.Context {
+// GPT-2's context and vocabulary: the defaults without a checkpoint
+// directory (the built-in tiny model keeps both).
+const (
+	GPT2ContextLen = 1024
+	GPT2VocabSize  = 50257
+)
+
+// Context is the model context the rows are clamped to, for a model of
+// contextLen tokens when ModelMaxLen is unset (0: GPT-2's).
+func (o *Options) Context(contextLen int) traces.Context {
+	maxLen := o.ModelMaxLen
+	if maxLen <= 0 {
+		maxLen = contextLen
+	}
+	if maxLen <= 0 {
+		maxLen = GPT2ContextLen
+	}
 	return traces.Context{
-		ModelMaxLen:    o.ModelMaxLen,
+		ModelMaxLen:    maxLen,
 		OverheadTokens: o.PromptOverheadTokens,
 		MaxInputLen:    o.MaxInputLen,
 		MaxOutputLen:   o.MaxOutputLen,
@@ -60,6 +79,7 @@ type Workload struct {
 	rows    []traces.Row // clamped, sorted by time
 	prompts [][]int32
 	warmup  []int32 // the warmup prompt: a prefix of the same base sequence
+	model   *Model  // nil without a checkpoint directory
 }
 
 // Load reads --trace (the first --n rows), clamps the rows to the
@@ -77,7 +97,18 @@ func Load(o *Options) (*Workload, error) {
 	if len(tr.Rows) == 0 {
 		return nil, fmt.Errorf("trace %s has no rows", tr.Name)
 	}
-	ctx := o.Context()
+	var m *Model
+	contextLen, vocab, tokenIDs := 0, o.VocabSize, []int32(nil)
+	if o.ModelDir != "" {
+		if m, err = ReadModel(o.ModelDir); err != nil {
+			return nil, err
+		}
+		contextLen, tokenIDs = m.ContextLen, m.TokenIDs
+	}
+	if vocab <= 0 {
+		vocab = GPT2VocabSize
+	}
+	ctx := o.Context(contextLen)
 	rows, err := ctx.ClampRows(tr.Rows)
 	if err != nil {
 		return nil, err
@@ -89,8 +120,9 @@ func Load(o *Options) (*Workload, error) {
 	popts := traces.PromptOptions{
 		Mode:            mode,
 		Seed:            o.Seed,
-		VocabSize:       o.VocabSize,
+		VocabSize:       vocab,
 		BlockSizeTokens: tr.Format.BlockSizeTokens(),
+		TokenIDs:        tokenIDs,
 	}
 	prompts, err := traces.BuildPrompts(rows, popts)
 	if err != nil {
@@ -99,11 +131,15 @@ func Load(o *Options) (*Workload, error) {
 	// The warmup prompt is built the same way (same seed), so it is a
 	// prefix of the base sequence, as in the original.
 	warmLen := ctx.WarmupInputLen(o.WarmupInputLen, o.WarmupOutputLen)
-	base, err := traces.BaseSequence(warmLen, o.Seed, o.VocabSize, nil)
+	if tokenIDs != nil {
+		vocab = len(tokenIDs)
+	}
+	base, err := traces.BaseSequence(warmLen, o.Seed, vocab, nil)
 	if err != nil {
 		return nil, err
 	}
-	return &Workload{trace: tr, context: ctx, rows: rows, prompts: prompts, warmup: base}, nil
+	return &Workload{trace: tr, context: ctx, rows: rows, prompts: prompts,
+		warmup: traces.MapTokenIDs(base, tokenIDs), model: m}, nil
 }
 
 // Trace is the trace the workload was read from.
@@ -124,13 +160,21 @@ func (w *Workload) Head(n int) *Workload {
 	return &h
 }
 
+// Prompts are every row's prompt token ids, in row order (shared slices:
+// do not modify).
+func (w *Workload) Prompts() [][]int32 { return w.prompts }
+
 // promptText is the text of a token-id prompt, for servers (and the chat
-// endpoint) that take text. As in the original, a prefix cut inside a word
+// endpoint) that take text, in the model's tokenizer (GPT-2's without a
+// checkpoint directory). As in the original, a prefix cut inside a word
 // may re-tokenize to a slightly different length; servers that take ids get
 // the ids themselves.
-func promptText(ids []int32, q client.Quirks) (string, error) {
+func (w *Workload) promptText(ids []int32, q client.Quirks) (string, error) {
 	if q.PromptAsTokenIDs && q.Endpoint != client.ChatCompletions {
 		return "", nil
+	}
+	if w.model != nil {
+		return w.model.Tokenizer.Decode(ids), nil
 	}
 	tok, err := tokenizer.Default()
 	if err != nil {
@@ -159,8 +203,8 @@ func (o *Options) Quirks(q client.Quirks) client.Quirks {
 
 // body encodes one request with the run's sampling settings; text
 // prompts are decoded from the ids where the request shape needs them.
-func (o *Options) body(model string, prompt []int32, maxTokens int, q client.Quirks) ([]byte, error) {
-	text, err := promptText(prompt, q)
+func (w *Workload) body(o *Options, model string, prompt []int32, maxTokens int, q client.Quirks) ([]byte, error) {
+	text, err := w.promptText(prompt, q)
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +225,7 @@ func (o *Options) body(model string, prompt []int32, maxTokens int, q client.Qui
 func (w *Workload) Bodies(o *Options, model string, q client.Quirks) ([][]byte, error) {
 	out := make([][]byte, len(w.rows))
 	for i, r := range w.rows {
-		b, err := o.body(model, w.prompts[i], r.OutputLen, q)
+		b, err := w.body(o, model, w.prompts[i], r.OutputLen, q)
 		if err != nil {
 			return nil, fmt.Errorf("trace row %d: %w", r.Index, err)
 		}
@@ -195,7 +239,7 @@ func (w *Workload) WarmupBodies(o *Options, model string, q client.Quirks) ([][]
 	if o.WarmupRequests == 0 {
 		return nil, nil
 	}
-	b, err := o.body(model, w.warmup, max(1, o.WarmupOutputLen), q)
+	b, err := w.body(o, model, w.warmup, max(1, o.WarmupOutputLen), q)
 	if err != nil {
 		return nil, fmt.Errorf("warmup request: %w", err)
 	}
