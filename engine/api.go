@@ -24,6 +24,12 @@ type Config struct {
 	MaxPending          int // waiting requests beyond this are rejected with ErrOverloaded; 0 = unlimited
 	MaxModelLen         int // context length (n_positions)
 	EOSToken            int32
+	// StopTokens are further ids that end a request like EOSToken (for
+	// Qwen3, generation_config.json's <|endoftext|> beside <|im_end|>);
+	// ignore_eos disables them too. Only EOSToken is banned on the device
+	// before min_tokens (device.Seq bans one id): a stop token sampled
+	// earlier is kept as an ordinary token and does not end the request.
+	StopTokens []int32
 	// OverlapSchedule plans and submits step N+1 while step N runs, when the
 	// device is a device.AsyncDevice; other devices run synchronously.
 	OverlapSchedule bool

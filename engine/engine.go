@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -449,7 +450,7 @@ func (e *Engine) applyTokens(plan []scheduler.Scheduled, sampled []device.Sample
 		s.timing.Tokens = append(s.timing.Tokens, now)
 		out := Output{Token: tok, Logprob: sampled[i].Logprob, At: now}
 		switch {
-		case tok == e.cfg.EOSToken && !s.req.IgnoreEOS:
+		case e.isStop(tok, &s.req, p.Seq.NumGeneratedTokens()):
 			out.Finished = FinishStop
 		case p.Seq.NumGeneratedTokens() >= s.req.MaxTokens:
 			out.Finished = FinishLength
@@ -460,6 +461,17 @@ func (e *Engine) applyTokens(plan []scheduler.Scheduled, sampled []device.Sample
 		}
 		e.end(s, out)
 	}
+}
+
+// isStop reports whether tok, the numGenerated-th output of a request,
+// ends it: EOSToken or one of StopTokens, unless ignore_eos; a stop token
+// within the first min_tokens outputs does not (the device banned only
+// EOSToken there, so another stop id can be sampled and is kept).
+func (e *Engine) isStop(tok int32, req *Request, numGenerated int) bool {
+	if req.IgnoreEOS || numGenerated <= req.MinTokens {
+		return false
+	}
+	return tok == e.cfg.EOSToken || slices.Contains(e.cfg.StopTokens, tok)
 }
 
 // end sends a stream's final Output, frees its sequence and closes it.

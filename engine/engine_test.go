@@ -424,3 +424,45 @@ func testNoPerTokenAllocations(t *testing.T, overlap bool) {
 		t.Fatalf("100 more tokens cost %d more allocations", long-short)
 	}
 }
+
+// TestSecondaryStopToken: a StopTokens id ends a request like EOS, unless
+// ignore_eos; within min_tokens it is an ordinary token, since the device
+// bans EOS only.
+func TestSecondaryStopToken(t *testing.T) {
+	const stop2 = testEOS - 1
+	eosFrom2 := func(_ uint64, i int) bool { return i >= 2 }
+	for _, tc := range []struct {
+		name       string
+		req        Request
+		wantLen    int
+		wantFinish FinishReason
+	}{
+		{"stop id stops", Request{MaxTokens: 10}, 3, FinishStop},
+		{"ignore_eos ignores it", Request{MaxTokens: 10, IgnoreEOS: true}, 10, FinishLength},
+		{"kept within min_tokens", Request{MaxTokens: 10, MinTokens: 6}, 7, FinishStop},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := baseConfig()
+			cfg.StopTokens = []int32{stop2}
+			d, err := sim.New(sim.Options{VocabSize: testVocab, EOS: stop2, EOSAt: eosFrom2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := newEngine(t, cfg, d)
+			req := tc.req
+			req.PromptTokens = prompt(10, 7)
+			req.HasSeed, req.Params.Seed = true, 1234
+			s, err := e.Submit(&req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			outs := collect(t, s)
+			if len(outs) != tc.wantLen || outs[len(outs)-1].Finished != tc.wantFinish {
+				t.Fatalf("%d outputs, last %+v; want %d, %v", len(outs), outs[len(outs)-1], tc.wantLen, tc.wantFinish)
+			}
+			if !tc.req.IgnoreEOS && outs[len(outs)-1].Token != stop2 {
+				t.Fatalf("last token %d, want %d", outs[len(outs)-1].Token, stop2)
+			}
+		})
+	}
+}
