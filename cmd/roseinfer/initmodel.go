@@ -4,14 +4,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/roseinfer/roseinfer/engine/launch"
 	"github.com/roseinfer/roseinfer/engine/model"
 	"github.com/roseinfer/roseinfer/engine/model/qwen3"
-	qwen3data "github.com/roseinfer/roseinfer/engine/tokenizer/data/qwen3"
 )
 
 // initModelOptions are the flags of `roseinfer init-model`.
@@ -79,50 +77,10 @@ func runInitModel(o initModelOptions, out io.Writer) error {
 	if err := model.WriteCheckpoint(o.out, cfg, w, dtype); err != nil {
 		return err
 	}
-	fam, err := model.Lookup(cfg.Family)
-	if err != nil {
-		return err
-	}
-	if fam.Name == qwen3.Family.Name {
-		err = writeQwen3Files(o.out, cfg)
-	} else {
-		err = writeBuiltinTokenizer(o.out, fam.TokenizerKind)
-	}
-	if err != nil {
+	if err := launch.WriteModelFiles(o.out, cfg); err != nil {
 		return err
 	}
 	_, err = fmt.Fprintf(out, "wrote %s: preset %s, seed %d, %s, %d parameters\n", o.out, o.preset, o.seed, dtype,
 		cfg.NumParameters())
 	return err
-}
-
-// writeBuiltinTokenizer writes the files of the tokenizer engine/tokenizer
-// carries for kind (GPT-2's).
-func writeBuiltinTokenizer(dir, kind string) error {
-	tok, err := launch.BuiltinTokenizer(kind)
-	if err != nil {
-		return err
-	}
-	return tok.WriteFiles(dir)
-}
-
-// writeQwen3Files writes what a Qwen/Qwen3 directory carries beside the
-// weights: generation_config.json (bos and the two stop ids) and the real
-// tokenizer files committed at engine/tokenizer/data/qwen3.
-func writeQwen3Files(dir string, cfg model.Config) error {
-	gen, err := qwen3.GenerationConfigJSON(cfg)
-	if err != nil {
-		return err
-	}
-	tokJSON, err := qwen3data.TokenizerJSON()
-	if err != nil {
-		return err
-	}
-	for name, data := range map[string][]byte{"generation_config.json": gen, "tokenizer.json": tokJSON,
-		"tokenizer_config.json": qwen3data.TokenizerConfigJSON()} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
 }

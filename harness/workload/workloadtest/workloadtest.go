@@ -4,12 +4,8 @@
 package workloadtest
 
 import (
-	"os"
-	"path/filepath"
-
+	"github.com/roseinfer/roseinfer/engine/launch"
 	"github.com/roseinfer/roseinfer/engine/model"
-	"github.com/roseinfer/roseinfer/engine/model/qwen3"
-	qwen3data "github.com/roseinfer/roseinfer/engine/tokenizer/data/qwen3"
 )
 
 // Qwen3Tiny writes a qwen3-tiny checkpoint (random bf16 weights, seed 1)
@@ -27,19 +23,5 @@ func Qwen3Tiny(dir string) error {
 	if err := model.WriteCheckpoint(dir, cfg, w, model.BF16); err != nil {
 		return err
 	}
-	gen, err := qwen3.GenerationConfigJSON(cfg)
-	if err != nil {
-		return err
-	}
-	tokJSON, err := qwen3data.TokenizerJSON()
-	if err != nil {
-		return err
-	}
-	for name, data := range map[string][]byte{"generation_config.json": gen, "tokenizer.json": tokJSON,
-		"tokenizer_config.json": qwen3data.TokenizerConfigJSON()} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
+	return launch.WriteModelFiles(dir, cfg)
 }
