@@ -1,9 +1,5 @@
-//go:build golden_qwen3
-
 // The fixture this test reads (testdata/qwen3_hf_ids.json) is made where
-// python3 has tokenizers (make_qwen3_ids.py); until it is committed the test
-// is built only with -tags golden_qwen3. TestQwen3ChatGoldenIDs checks the
-// same tokenizer against HF's ids in every make test meanwhile.
+// python3 has tokenizers, by testdata/make_qwen3_ids.py.
 
 package tokenizer
 

@@ -1,9 +1,5 @@
-//go:build golden_qwen3
-
-// The fixture this test reads is made on a machine with transformers (see
-// engine/model/testdata/make_golden_qwen3.py); until it is committed the
-// test is built only with -tags golden_qwen3, so that `make test` never
-// runs it without its reference.
+// The fixture this test reads is made on a machine with transformers by
+// engine/model/testdata/make_golden_qwen3.py (its header has the commands).
 
 package cpu
 
