@@ -13,6 +13,7 @@ const (
 	computeType32F = 68 // CUBLAS_COMPUTE_32F: fp32 accumulate
 	dataR32F       = 0  // CUDA_R_32F
 	dataR16F       = 2  // CUDA_R_16F
+	dataR16BF      = 14 // CUDA_R_16BF
 
 	opN = 0
 	opT = 1
@@ -78,6 +79,7 @@ const (
 type gemmKey struct {
 	n, k, oc, ldd  int
 	epilogue       int
+	inType         int // of both operands
 	outType        int
 	accumulate     bool
 	alignedBiasPtr bool
@@ -182,10 +184,10 @@ func (b *blasLt) plan(key gemmKey, bias devPtr, stream uintptr, out, inp, w devP
 	mk := func(dst *uintptr, typ, rows, cols, ld int) error {
 		return b.status("cublasLtMatrixLayoutCreate", b.call(b.layoutCreate, uintptr(unsafe.Pointer(dst)), uintptr(typ), uintptr(rows), uintptr(cols), uintptr(ld)))
 	}
-	if err := mk(&p.a, dataR16F, key.k, key.oc, key.k); err != nil {
+	if err := mk(&p.a, key.inType, key.k, key.oc, key.k); err != nil {
 		return nil, err
 	}
-	if err := mk(&p.b, dataR16F, key.k, key.n, key.k); err != nil {
+	if err := mk(&p.b, key.inType, key.k, key.n, key.k); err != nil {
 		return nil, err
 	}
 	if err := mk(&p.d, key.outType, key.oc, key.n, key.ldd); err != nil {
@@ -207,7 +209,7 @@ func (b *blasLt) plan(key gemmKey, bias devPtr, stream uintptr, out, inp, w devP
 	var count int32
 	r := b.call(b.heuristc, b.handle, p.desc, p.a, p.b, p.d, p.d, pref, maxTuneAlgos, uintptr(res), uintptr(unsafe.Pointer(&count)))
 	if err := b.status("cublasLtMatmulAlgoGetHeuristic", r); err != nil || count == 0 {
-		return nil, fmt.Errorf("cuda: cuBLASLt has no algorithm for n=%d k=%d oc=%d epilogue=%d out=%d: %v", key.n, key.k, key.oc, key.epilogue, key.outType, err)
+		return nil, fmt.Errorf("cuda: cuBLASLt has no algorithm for n=%d k=%d oc=%d epilogue=%d in=%d out=%d: %v", key.n, key.k, key.oc, key.epilogue, key.inType, key.outType, err)
 	}
 	p.algo = uintptr(res) // the first 64 bytes of a result are the algo
 	if count > 1 && !b.noTune && key.n <= maxTuneRows {
@@ -286,10 +288,16 @@ func (b *blasLt) timeAlgo(p *gemmPlan, algo, stream uintptr, dst, c, inp, w devP
 // all row-major; inp and w fp16, out fp16 or fp32 (outType), fp32 accumulate.
 // accumulate adds the existing out (beta = 1): the residual add, fused.
 func (b *blasLt) gemm(stream uintptr, out devPtr, outType, ldd int, inp, w, bias devPtr, n, k, oc, epilogue int, accumulate bool) error {
+	return b.gemmTyped(stream, out, outType, ldd, inp, w, dataR16F, bias, n, k, oc, epilogue, accumulate)
+}
+
+// gemmTyped is gemm with operands of inType (fp16 or bf16; out bf16 or
+// fp32 with bf16 operands, as cuBLASLt pairs them).
+func (b *blasLt) gemmTyped(stream uintptr, out devPtr, outType, ldd int, inp, w devPtr, inType int, bias devPtr, n, k, oc, epilogue int, accumulate bool) error {
 	if n == 0 {
 		return nil
 	}
-	key := gemmKey{n: n, k: k, oc: oc, ldd: ldd, epilogue: epilogue, outType: outType, accumulate: accumulate, alignedBiasPtr: bias%16 == 0}
+	key := gemmKey{n: n, k: k, oc: oc, ldd: ldd, epilogue: epilogue, inType: inType, outType: outType, accumulate: accumulate, alignedBiasPtr: bias%16 == 0}
 	p, err := b.plan(key, bias, stream, out, inp, w)
 	if err != nil {
 		return err

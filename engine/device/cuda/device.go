@@ -12,6 +12,7 @@ import (
 
 	"github.com/roseinfer/roseinfer/engine/device"
 	"github.com/roseinfer/roseinfer/engine/model"
+	"github.com/roseinfer/roseinfer/engine/model/arch"
 )
 
 // Options tune the device. The zero value is valid: DefaultOptions' values
@@ -94,6 +95,7 @@ type Device struct {
 	queue  stepQueue  // staging and the steps in flight (overlap)
 	graphs graphCache // captured decode graphs
 	instr  instrumentation
+	q3     *rotaryState // the rotary block's weights, buffers and kernels (qwen3.go); nil for GPT-2's step
 	closed bool
 }
 
@@ -255,10 +257,20 @@ func withDefaults(o Options) Options {
 
 func (d *Device) init(w *model.Weights) error {
 	g, c := d.g, d.cfg
+	f, err := arch.Lookup(c.Family)
+	if err != nil {
+		return fmt.Errorf("cuda: %w", err)
+	}
+	if prog := f.Program(c); isRotary(prog) {
+		lr, err := lowerRotary(prog, c)
+		if err != nil {
+			return fmt.Errorf("cuda: the %s family: %w", f.Title, err)
+		}
+		return d.initRotary(w, lr)
+	}
 	if err := d.resolveKernels(); err != nil {
 		return err
 	}
-	var err error
 	if d.w, err = uploadWeights(g, w); err != nil {
 		return err
 	}
@@ -285,6 +297,20 @@ func (d *Device) init(w *model.Weights) error {
 	if err := d.buildWGMaps(); err != nil {
 		return err
 	}
+	if err := d.allocStages(inWords); err != nil {
+		return err
+	}
+	// Tuning trials of accumulating GEMMs write into the logits buffer, which
+	// is free until the LM head runs.
+	g.blas.scratch, g.blas.scratchBytes = d.act.logits, 4*M*d.vocabPadded
+	return d.allocKV()
+}
+
+// allocStages allocates the staging of each stage for steps of up to
+// inWords input words.
+func (d *Device) allocStages(inWords int) error {
+	g, M := d.g, d.opts.MaxSeqs
+	var err error
 	for i := range d.queue.stage {
 		st := &d.queue.stage[i]
 		st.index = i
@@ -306,16 +332,14 @@ func (d *Device) init(w *model.Weights) error {
 			return err
 		}
 	}
-	// Tuning trials of accumulating GEMMs write into the logits buffer, which
-	// is free until the LM head runs.
-	g.blas.scratch, g.blas.scratchBytes = d.act.logits, 4*M*d.vocabPadded
-	return d.allocKV()
+	return nil
 }
 
 // KVBytesPerBlock is the device memory one KV block takes: K and V of every
-// layer for BlockSizeTokens positions, fp16.
+// layer for BlockSizeTokens positions, 16-bit (fp16 for GPT-2's step, bf16
+// for the rotary block), NKV·HS channels each.
 func KVBytesPerBlock(c model.Config, blockSizeTokens int) int {
-	return 2 * c.NumLayers * blockSizeTokens * c.Channels * 2
+	return 2 * c.NumLayers * blockSizeTokens * c.KVChannels() * 2
 }
 
 // allocKV makes the one allocation that holds every KV block (plus the
@@ -336,7 +360,7 @@ func (d *Device) allocKV() error {
 	}
 	blocks := d.kv.NumBlocks + 1
 	d.cache.scratchBlock = int32(d.kv.NumBlocks)
-	d.cache.layerBytes = blocks * d.kv.BlockSizeTokens * d.cfg.Channels * 2
+	d.cache.layerBytes = blocks * d.kv.BlockSizeTokens * d.cfg.KVChannels() * 2
 	var err error
 	if d.cache.base, err = d.g.drv.memAlloc(2 * d.cfg.NumLayers * d.cache.layerBytes); err != nil {
 		return fmt.Errorf("cuda: KV cache of %d blocks (%d MB): %w", blocks, 2*d.cfg.NumLayers*d.cache.layerBytes>>20, err)
@@ -520,6 +544,9 @@ func (d *Device) closeLocked() {
 		d.instr.hook, d.instr.spans = nil, nil
 	}
 	d.dropGraphs()
+	if d.q3 != nil {
+		d.freeRotary()
+	}
 	for _, p := range []devPtr{d.act.residual, d.act.ln, d.act.qkv, d.act.attn, d.act.fc, d.act.delta, d.act.lnf, d.act.attnPart,
 		d.act.logits, d.act.tileKeys, d.act.outTok, d.act.lnStats, d.cache.base, d.w.base} {
 		g.drv.memFree(p)

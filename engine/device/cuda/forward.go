@@ -32,6 +32,9 @@ func (p *stepPlan) in(off int) devPtr { return p.inputs + devPtr(4*off) }
 // also what a CUDA graph captures. Each op picks its kernels for the step's
 // row counts (newStep) and tells the instrumentation hook when it is done.
 func (d *Device) forward(p *stepPlan) error {
+	if d.q3 != nil {
+		return d.forwardRotary(p)
+	}
 	s := d.newStep(p)
 	s.end("start", nil)
 	s.encoder()
@@ -275,7 +278,7 @@ func attentionScale(HD int) float32 { return float32(1 / math.Sqrt(float64(HD)))
 // kernels). Its sums are fp32 either way; fp16 halves the 25.7 MB of fp32
 // logits a step of 128 rows writes and the sampler reads (the LM head is
 // near its traffic floor), as vLLM's logits in the model's dtype.
-func (d *Device) halfLogits(M int) bool { return !d.useGemv(M) }
+func (d *Device) halfLogits(M int) bool { return d.q3 == nil && !d.useGemv(M) }
 
 // lmheadGemm is cuBLASLt's LM head over rows rows of act.lnf (a gemmRows
 // bucket of a step that halfLogits gives fp16 logits): act.logits in fp16.

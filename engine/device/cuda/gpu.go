@@ -188,7 +188,7 @@ func openGPU() (*gpu, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := g.loadModules(cubins, append(append(append(append(append([]string{}, kernelNames...), labKernelNames...), gemvKernelNames()...), lmheadKernelNames()...), skinnyKernelNames()...)); err != nil {
+	if err := g.loadModules(cubins, append(append(append(append(append(append([]string{}, kernelNames...), rotaryKernelNames...), labKernelNames...), gemvKernelNames()...), lmheadKernelNames()...), skinnyKernelNames()...)); err != nil {
 		return nil, err
 	}
 	if g.blas, err = loadBlasLt(d); err != nil {

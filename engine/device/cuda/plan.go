@@ -14,13 +14,14 @@ import (
 type layout struct {
 	nTok, nSeq, nTiles, nSample, maxBlocks int
 
-	tokens, pos, slots, srcRows          int // (nTok)
+	tokens, pos, slots, srcRows, rowSeq  int // (nTok); rowSeq: each row's sequence entry
 	qStart, qLen, ctx, newFrom, decSeqs  int // (nSeq)
 	tileSeq, tileQ0                      int // (nTiles)
 	sampleRows, temp, topK, topP, seedLo int // (nSample)
 	seedHi, index, banned, wantLP        int // (nSample)
 	hostOut                              int // 2 words: device address of the stage's mapped (id, logprob) pairs
-	blockTables                          int // (nSeq, maxBlocks)
+	btStride                             int // 1 word: maxBlocks, for kernels that read it (a graph replays any stride)
+	blockTables                          int // (nSeq, maxBlocks): last, so its stride moves no other region
 	total                                int
 }
 
@@ -32,12 +33,13 @@ func newLayout(nTok, nSeq, nTiles, nSample, maxBlocks int) layout {
 		off += (n + 3) &^ 3 // 16-byte aligned regions
 		return o
 	}
-	l.tokens, l.pos, l.slots, l.srcRows = take(nTok), take(nTok), take(nTok), take(nTok)
+	l.tokens, l.pos, l.slots, l.srcRows, l.rowSeq = take(nTok), take(nTok), take(nTok), take(nTok), take(nTok)
 	l.qStart, l.qLen, l.ctx, l.newFrom, l.decSeqs = take(nSeq), take(nSeq), take(nSeq), take(nSeq), take(nSeq)
 	l.tileSeq, l.tileQ0 = take(nTiles), take(nTiles)
 	l.sampleRows, l.temp, l.topK, l.topP = take(nSample), take(nSample), take(nSample), take(nSample)
 	l.seedLo, l.seedHi, l.index, l.banned, l.wantLP = take(nSample), take(nSample), take(nSample), take(nSample), take(nSample)
 	l.hostOut = take(2)
+	l.btStride = take(1)
 	l.blockTables = take(nSeq * maxBlocks)
 	l.total = off
 	return l
@@ -109,7 +111,7 @@ func (d *Device) buildPlan(b *device.Batch, st *staging, rows bool, graphSize in
 		return fmt.Errorf("cuda: step of %d tokens / %d sequences exceeds the device's %d / %d (Options.MaxStepTokens/MaxSeqs)",
 			nTok, nSeq, d.opts.MaxStepTokens, d.opts.MaxSeqs)
 	}
-	lay := newLayout(nTok, nSeq, nTiles, nSample, d.cache.maxBlocks)
+	lay := newLayout(nTok, nSeq, nTiles, nSample, d.blockTableStride(b))
 	p.lay, p.nDecode, p.nPrefill, p.graphBatch = lay, 0, 0, graphSize
 	p.stage, p.inputs = st.index, st.devIn
 	p.chunkSeqs, p.oneTokenSeqs = 0, 0
@@ -121,11 +123,12 @@ func (d *Device) buildPlan(b *device.Batch, st *staging, rows bool, graphSize in
 	// Where the sampler stores the ids and logprobs: this stage's mapped
 	// host memory (a graph replays with whichever stage's address).
 	host[lay.hostOut], host[lay.hostOut+1] = int32(uint32(st.outDev)), int32(uint32(st.outDev>>32))
+	host[lay.btStride] = int32(lay.maxBlocks)
 	// seqEntry describes sequence entry e: its first row, rows, cached
 	// tokens, first position of this step, and block table.
 	seqEntry := func(e, row, n, ctx, from int, table []int32) error {
 		host[lay.qStart+e], host[lay.qLen+e], host[lay.ctx+e], host[lay.newFrom+e] = int32(row), int32(n), int32(ctx), int32(from)
-		bt := host[lay.blockTables+e*d.cache.maxBlocks : lay.blockTables+(e+1)*d.cache.maxBlocks]
+		bt := host[lay.blockTables+e*lay.maxBlocks : lay.blockTables+(e+1)*lay.maxBlocks]
 		for j := range bt {
 			bt[j] = d.cache.scratchBlock
 			if j < len(table) {
@@ -194,6 +197,10 @@ func (d *Device) buildPlan(b *device.Batch, st *staging, rows bool, graphSize in
 			}
 			host[lay.pos+row] = int32(pos)
 			host[lay.srcRows+row] = -1
+			host[lay.rowSeq+row] = int32(i)
+			if rows {
+				host[lay.rowSeq+row] = int32(row)
+			}
 			switch {
 			case tok >= 0 && int(tok) < V:
 				host[lay.tokens+row] = tok
@@ -209,8 +216,10 @@ func (d *Device) buildPlan(b *device.Batch, st *staging, rows bool, graphSize in
 				return fmt.Errorf("cuda: seq %d token %d outside vocab %d", s.SeqID, tok, V)
 			}
 			host[lay.slots+row] = -1 // the decode kernels append their row's K/V themselves
-			if n > 1 && !rows {
+			if d.q3 != nil || (n > 1 && !rows) {
 				host[lay.slots+row] = s.BlockTable[pos/B]*int32(B) + int32(pos%B)
+			}
+			if n > 1 && !rows {
 				p.nPrefill++
 			}
 			if graphSize > 0 && (k < n-1 || !s.Sample) {
@@ -235,9 +244,30 @@ func (d *Device) buildPlan(b *device.Batch, st *staging, rows bool, graphSize in
 			return err
 		}
 		host[lay.tokens+row], host[lay.pos+row], host[lay.slots+row], host[lay.srcRows+row] = 0, 0, -1, -1
+		host[lay.rowSeq+row] = int32(row)
+		if d.q3 != nil {
+			host[lay.slots+row] = d.cache.scratchBlock * int32(B)
+		}
 		sampleAs(row, -1)
 	}
 	return nil
+}
+
+// blockTableStride is the block-table row length of a step of b: the
+// cache's maxBlocks for the kernels that take it as an argument (GPT-2's,
+// captured in graphs), else the longest table of b rounded up to 16, at
+// most maxBlocks (what the staging holds). Qwen3's 40,960 positions are 2,560 blocks of 16 tokens: a
+// full-length row per sequence would upload 1.3 MB of tables for a decode
+// step of 128, where the tables in use take a few KB.
+func (d *Device) blockTableStride(b *device.Batch) int {
+	if d.q3 == nil {
+		return d.cache.maxBlocks
+	}
+	n := 1
+	for i := range b.Seqs {
+		n = max(n, len(b.Seqs[i].BlockTable))
+	}
+	return min(ceilDiv(n, 16)*16, d.cache.maxBlocks)
 }
 
 // chunkRows is how many one-token rows b takes when every sequence brings at

@@ -80,28 +80,16 @@ func gemmBuckets(limit int, use func(n int) bool) []int {
 // scratch block get garbage, which the engine overwrites before reading.
 func (d *Device) prewarm() error {
 	start := time.Now()
-	g, a, C := d.g, &d.act, d.cfg.Channels
-	w := &d.w.layers[0]
-	cublas := func(n int) bool { return !d.useGemv(n) && !d.useSkinny(n) }
-	for _, n := range gemmBuckets(d.opts.MaxStepTokens, cublas) {
-		if err := d.projection(a.qkv, 3*C, a.ln, w.qkvW, w.qkvB, n, C, 3*C, false); err != nil {
-			return fmt.Errorf("cuda: prewarm qkv GEMM of %d rows: %w", n, err)
-		}
-		if err := d.residualGemm(a.attn, w.attProjW, w.attProjB, w.attProjB16, n, C); err != nil {
-			return fmt.Errorf("cuda: prewarm attproj GEMM of %d rows: %w", n, err)
-		}
-		if err := d.projection(a.fc, 4*C, a.ln, w.fcW, w.fcB, n, C, 4*C, true); err != nil {
-			return fmt.Errorf("cuda: prewarm fc GEMM of %d rows: %w", n, err)
-		}
-		if err := d.residualGemm(a.fc, w.fcProjW, w.fcProjB, w.fcProjB16, n, 4*C); err != nil {
-			return fmt.Errorf("cuda: prewarm fcproj GEMM of %d rows: %w", n, err)
-		}
+	var err error
+	if d.q3 != nil {
+		err = d.prewarmRotaryGEMMs()
+	} else {
+		err = d.prewarmGEMMs()
 	}
-	for _, m := range gemmBuckets(d.opts.MaxSeqs, func(n int) bool { return !d.useGemv(n) }) {
-		if err := d.lmheadGemm(m); err != nil {
-			return fmt.Errorf("cuda: prewarm LM head GEMM of %d rows: %w", m, err)
-		}
+	if err != nil {
+		return err
 	}
+	g := d.g
 	graphs := 0
 	if !d.opts.NoCUDAGraph {
 		sizes := slices.Clone(d.opts.GraphBatchSizes)
@@ -127,6 +115,34 @@ func (d *Device) prewarm() error {
 	}
 	g.blas.noTune = true
 	d.instr.prewarmTook, d.instr.prewarmGraphs = time.Since(start), graphs
+	return nil
+}
+
+// prewarmGEMMs plans the cuBLASLt GEMMs of GPT-2's step at every row bucket
+// that reaches cuBLASLt.
+func (d *Device) prewarmGEMMs() error {
+	a, C := &d.act, d.cfg.Channels
+	w := &d.w.layers[0]
+	cublas := func(n int) bool { return !d.useGemv(n) && !d.useSkinny(n) }
+	for _, n := range gemmBuckets(d.opts.MaxStepTokens, cublas) {
+		if err := d.projection(a.qkv, 3*C, a.ln, w.qkvW, w.qkvB, n, C, 3*C, false); err != nil {
+			return fmt.Errorf("cuda: prewarm qkv GEMM of %d rows: %w", n, err)
+		}
+		if err := d.residualGemm(a.attn, w.attProjW, w.attProjB, w.attProjB16, n, C); err != nil {
+			return fmt.Errorf("cuda: prewarm attproj GEMM of %d rows: %w", n, err)
+		}
+		if err := d.projection(a.fc, 4*C, a.ln, w.fcW, w.fcB, n, C, 4*C, true); err != nil {
+			return fmt.Errorf("cuda: prewarm fc GEMM of %d rows: %w", n, err)
+		}
+		if err := d.residualGemm(a.fc, w.fcProjW, w.fcProjB, w.fcProjB16, n, 4*C); err != nil {
+			return fmt.Errorf("cuda: prewarm fcproj GEMM of %d rows: %w", n, err)
+		}
+	}
+	for _, m := range gemmBuckets(d.opts.MaxSeqs, func(n int) bool { return !d.useGemv(n) }) {
+		if err := d.lmheadGemm(m); err != nil {
+			return fmt.Errorf("cuda: prewarm LM head GEMM of %d rows: %w", m, err)
+		}
+	}
 	return nil
 }
 

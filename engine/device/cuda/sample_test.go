@@ -18,9 +18,12 @@ const (
 	logitsF32      logitsIn = iota // fp32 rows, no tile keys (gemv.cu's LM head)
 	logitsF32Tiled                 // fp32 rows and their tile keys (lmhead.cu)
 	logitsF16                      // fp16 rows (cuBLASLt's LM head, sample_rows_h): values must be fp16-exact
+	logitsF32Large                 // fp32 rows through sample_rows_large (vocabularies up to 262,144 ids)
 )
 
-func (in logitsIn) String() string { return [...]string{"fp32", "fp32 tiled", "fp16"}[in] }
+func (in logitsIn) String() string {
+	return [...]string{"fp32", "fp32 tiled", "fp16", "fp32 large"}[in]
+}
 
 // sampleRowsGPU runs sample_rows (sample_rows_h for logitsF16) over M rows
 // of logits (row stride ld; ld = 0 makes every row read row 0) and returns
@@ -44,7 +47,13 @@ func sampleRowsGPU(t *testing.T, g *gpu, logits []float32, ld, V int, ps []sampl
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { g.drv.hostFree(hostPtr) })
-	kernel, rows, keys := g.kernel("sample_rows"), devPtr(0), devPtr(0)
+	kernel, rows, keys, smem := g.kernel("sample_rows"), devPtr(0), devPtr(0), 0
+	if in == logitsF32Large {
+		kernel, smem = g.kernel("sample_rows_large"), sampleLargeSmem
+		if err := g.setMaxDynamicSmem(kernel, smem); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if in == logitsF16 {
 		if h := roundF16(logits); !slices.EqualFunc(h, logits, func(a, b float32) bool { return a == b || a != a && b != b }) {
 			t.Fatal("sampleRowsGPU: fp16 logits must be fp16-exact (roundF16)")
@@ -60,7 +69,7 @@ func sampleRowsGPU(t *testing.T, g *gpu, logits []float32, ld, V int, ps []sampl
 		}
 		keys = upload(t, g, hostTileKeys(logits, nrows, n))
 	}
-	if err := g.launch(kernel, M, 1, 1, 1024, 0, argPtr(outTok), argPtr(rows),
+	if err := g.launch(kernel, M, 1, 1, 1024, smem, argPtr(outTok), argPtr(rows),
 		argInt(ld), argInt(V), argPtr(upload(t, g, temp)), argPtr(upload(t, g, topK)), argPtr(upload(t, g, topP)),
 		argPtr(upload(t, g, seedLo)), argPtr(upload(t, g, seedHi)), argPtr(upload(t, g, idx)), argPtr(upload(t, g, banned)),
 		argPtr(upload(t, g, want)), argPtr(keys), argPtr(upload(t, g, []uint64{uint64(hostOut)}))); err != nil {
@@ -89,7 +98,8 @@ func TestSamplerMatchesCPU(t *testing.T) {
 		in     logitsIn // tile keys need the padded layout
 	}{{50257, false, logitsF32}, {50257, true, logitsF32}, {50257, true, logitsF32Tiled}, {50257, true, logitsF16},
 		{50257, false, logitsF16}, {1000, false, logitsF32}, {1000, true, logitsF32Tiled}, {1000, true, logitsF16},
-		{3, false, logitsF32}, {3, true, logitsF32}, {3, true, logitsF32Tiled}, {3, false, logitsF16}} {
+		{3, false, logitsF32}, {3, true, logitsF32}, {3, true, logitsF32Tiled}, {3, false, logitsF16},
+		{151936, true, logitsF32Large}, {1000, false, logitsF32Large}, {3, false, logitsF32Large}} {
 		V := tc.V
 		const M = 160
 		logits := make([]float32, M*V)
@@ -191,6 +201,25 @@ func TestSamplerDistribution(t *testing.T) {
 		}
 		got, _ := sampleRowsGPU(t, g, dev, ld, V, ps, index, banned, false, in)
 		checkDistribution(t, ref, p, got, in)
+	}
+}
+
+// TestSamplerDistributionLarge is TestSamplerDistribution at Qwen3's
+// 151,936 ids through sample_rows_large: top-k 40 (the fast path) and top-k
+// 2,000 (past the fast path's 1,024 candidates: the radix search and the
+// bitmaps sized for 262,144 ids).
+func TestSamplerDistributionLarge(t *testing.T) {
+	g := testGPU(t)
+	r := rand.New(rand.NewPCG(19, 20))
+	const V, M = 151936, 40000
+	row := randn(r, V, 2.5)
+	for _, p := range []sample.Params{{Temperature: 0.8, TopK: 40, TopP: 0.9, Seed: 12345}, {Temperature: 1.5, TopK: 2000, TopP: 0.95, Seed: 777}} {
+		ps, index, banned := make([]sample.Params, M), make([]int, M), make([]int32, M)
+		for i := range ps {
+			ps[i], index[i], banned[i] = p, i, -1
+		}
+		got, _ := sampleRowsGPU(t, g, row, 0, V, ps, index, banned, false, logitsF32Large)
+		checkDistribution(t, row, p, got, logitsF32Large)
 	}
 }
 

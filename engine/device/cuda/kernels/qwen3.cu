@@ -1,0 +1,327 @@
+// qwen3.cu: the kernels of the rotary, grouped-query, gated-MLP block
+// (Qwen3's, the Llama shape with per-head q/k RMSNorm) over bf16 weights
+// and activations with an fp32 residual stream. The projections are
+// cuBLASLt's (bf16 in, fp32 accumulate); these kernels are what lies between
+// them: the embedding, RMSNorm, the q/k norm with RoPE and the KV write, the
+// attention of every row of a step over its sequence's paged cache, SwiGLU.
+#include "common.cuh"
+
+typedef unsigned short bf16_t;
+
+__device__ __forceinline__ float bf2f(bf16_t h) { return __uint_as_float((uint32_t)h << 16); }
+
+// f2bf rounds to the nearest bf16, ties to even; NaN stays NaN.
+__device__ __forceinline__ bf16_t f2bf(float f) {
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (bf16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (bf16_t)(u >> 16);
+}
+
+// unpack_bf8 turns a 16-byte load of 8 bf16 into floats.
+__device__ __forceinline__ void unpack_bf8(uint4 u, float* f) {
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        f[2 * i] = __uint_as_float(w[i] << 16);
+        f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+}
+
+// Paged KV cache, one layer: k and v each [num_blocks][NKV][B][HD] bf16
+// (kv_offset in common.cuh with NKV heads).
+
+// q3_embed: out (N, C) fp32 = wte[token(i)], token(i) = tokens[i] or, where
+// src_rows[i] >= 0, the previous step's sample prev_out[src_rows[i]]
+// (overlap scheduling, as encoder_forward). wte (V, C) bf16.
+extern "C" __global__ void q3_embed(float* out, const int* tokens, const int* prev_out, const int* src_rows,
+                                    const bf16_t* wte, int N, int C) {
+    grid_dep_launch();
+    grid_dep_wait();
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)N * C) return;
+    int i = idx / C, c = idx % C;
+    const int src = src_rows[i];
+    const int tok = src >= 0 ? prev_out[src] : tokens[i];
+    out[idx] = bf2f(wte[(size_t)tok * C + c]);
+}
+
+// q3_rmsnorm: out (R, C) bf16 = x / sqrt(mean(x^2) + eps) * w for R rows of
+// inp (N, C) fp32: the first R (rows = null) or rows[0..R). One warp a row,
+// 4 rows a block; C a multiple of 4.
+extern "C" __global__ void q3_rmsnorm(bf16_t* out, const float* inp, const int* rows, const float* w, int R, int C,
+                                      float eps) {
+    grid_dep_launch();
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int r = blockIdx.x * 4 + warp;
+    if (r >= R) return;
+    const int src = rows ? rows[r] : r;
+    grid_dep_wait();
+    const float4* x = reinterpret_cast<const float4*>(inp + (size_t)src * C);
+    float ss = 0.f;
+    for (int j = lane; j < C / 4; j += 32) {
+        float4 v = x[j];
+        ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+    ss = warp_sum(ss);
+    const float inv = rsqrtf(ss / C + eps);
+    bf16_t* o = out + (size_t)r * C;
+    for (int j = lane; j < C / 4; j += 32) {
+        float4 v = x[j];
+        float4 g = reinterpret_cast<const float4*>(w)[j];
+        uint2 packed;
+        packed.x = (uint32_t)f2bf(v.x * inv * g.x) | ((uint32_t)f2bf(v.y * inv * g.y) << 16);
+        packed.y = (uint32_t)f2bf(v.z * inv * g.z) | ((uint32_t)f2bf(v.w * inv * g.w) << 16);
+        reinterpret_cast<uint2*>(o)[j] = packed;
+    }
+}
+
+// q3_qk_rope_kv: per row of qkv (N, (NH + 2 NKV) * 128) bf16, one warp per
+// head: query heads get q_norm and the rotation at pos[i] in place; key
+// heads k_norm, the rotation, and go to the cache at slots[i]; value heads
+// go to the cache as they are. A slot < 0 stores nothing. Head size 128:
+// lane l holds elements 4l..4l+3, so the rotation's partner (j + 64) is in
+// lane l ^ 16. inv_freq (64) fp32 is theta^(-2j/128) as transformers
+// computes it; the angle pos * inv_freq is rounded to fp32 as there.
+extern "C" __global__ void q3_qk_rope_kv(bf16_t* qkv, bf16_t* kc, bf16_t* vc, const float* qn, const float* kn,
+                                         const float* inv_freq, const int* pos, const int* slots, int N, int NH,
+                                         int NKV, int B, float eps) {
+    grid_dep_launch();
+    const int HD = 128;
+    const int heads = NH + 2 * NKV;
+    const int warp = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (warp >= N * heads) return;
+    const int i = warp / heads, h = warp % heads;
+    const int slot = slots[i];
+    const float p = (float)pos[i];
+    grid_dep_wait();
+    bf16_t* x = qkv + (size_t)i * heads * HD + (size_t)h * HD + 4 * lane;
+    const uint2 raw = *reinterpret_cast<const uint2*>(x);
+    float v[4] = {bf2f((bf16_t)(raw.x & 0xffff)), bf2f((bf16_t)(raw.x >> 16)), bf2f((bf16_t)(raw.y & 0xffff)),
+                  bf2f((bf16_t)(raw.y >> 16))};
+    const bool isV = h >= NH + NKV;
+    if (!isV) {
+        const float* nw = h < NH ? qn : kn;
+        float ss = v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + v[3] * v[3];
+        ss = warp_sum(ss);
+        const float inv = rsqrtf(ss / HD + eps);
+#pragma unroll
+        for (int c = 0; c < 4; c++) v[c] = v[c] * inv * nw[4 * lane + c];
+        float o[4];
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            const float partner = __shfl_xor_sync(0xffffffffu, v[c], 16);
+            const int j = (4 * lane + c) % 64;
+            float s, co;
+            sincosf(p * inv_freq[j], &s, &co);
+            o[c] = lane < 16 ? v[c] * co - partner * s : v[c] * co + partner * s;
+        }
+#pragma unroll
+        for (int c = 0; c < 4; c++) v[c] = o[c];
+    }
+    uint2 packed;
+    packed.x = (uint32_t)f2bf(v[0]) | ((uint32_t)f2bf(v[1]) << 16);
+    packed.y = (uint32_t)f2bf(v[2]) | ((uint32_t)f2bf(v[3]) << 16);
+    if (h < NH) {
+        *reinterpret_cast<uint2*>(x) = packed;
+        return;
+    }
+    if (slot < 0) return;
+    const int kvh = isV ? h - NH - NKV : h - NH;
+    bf16_t* dst = (isV ? vc : kc) + kv_offset(slot / B, kvh, slot % B, NKV, B, HD) + 4 * lane;
+    *reinterpret_cast<uint2*>(dst) = packed;
+}
+
+// q3_swiglu: out (N, I) bf16 = SiLU(gate) * up, each row of gu (N, 2I)
+// holding gate then up. I a multiple of 2.
+extern "C" __global__ void q3_swiglu(bf16_t* out, const bf16_t* gu, int N, int I) {
+    grid_dep_launch();
+    grid_dep_wait();
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;  // a pair of columns
+    const int half = I / 2;
+    if (idx >= (size_t)N * half) return;
+    const int i = idx / half, c = 2 * (idx % half);
+    const uint32_t g = *reinterpret_cast<const uint32_t*>(gu + (size_t)i * 2 * I + c);
+    const uint32_t u = *reinterpret_cast<const uint32_t*>(gu + (size_t)i * 2 * I + I + c);
+    float r[2];
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        const float gv = __uint_as_float(k == 0 ? g << 16 : g & 0xffff0000u);
+        const float uv = __uint_as_float(k == 0 ? u << 16 : u & 0xffff0000u);
+        r[k] = gv / (1.f + __expf(-gv)) * uv;
+    }
+    *reinterpret_cast<uint32_t*>(out + (size_t)i * I + c) = (uint32_t)f2bf(r[0]) | ((uint32_t)f2bf(r[1]) << 16);
+}
+
+// Row attention: every row of a step (a decode token, or one token of a
+// prompt chunk) attends over keys 0..pos of its sequence, all of them in
+// the paged cache (q3_qk_rope_kv wrote this step's rows first). Grid (rows,
+// NKV, nsplit), 128 threads: a block takes one row, one KV head and its G
+// query heads, and one of nsplit slices of the keys, in tiles of 64 keys:
+//   - scores: a group of 8 lanes reads one key (16 elements a lane, two
+//     16-byte loads), four groups a warp, 16 keys per pass, four passes;
+//   - softmax: warp g keeps head g's running maximum and sum (base-2
+//     exponentials of scores prescaled by log2(e)/sqrt(HD));
+//   - values: warp w sums keys w, w+4, ... of the tile, lane l elements
+//     4l..4l+3, so a warp reads one 256-byte value row per key.
+// The warps' partial outputs are summed in shared memory at the end. With
+// nsplit = 1 the row's output is written (att (rows, NH * 128) bf16); else
+// the unnormalised sums, maximum and sum go to part (rows, NH, nsplit, 130)
+// for q3_attn_combine.
+#define Q3_TILE 64
+#define Q3_HD 128
+
+template <int G>
+__device__ __forceinline__ void q3_attn_rows(bf16_t* att, float* part, const bf16_t* qkv, const bf16_t* kc,
+                                             const bf16_t* vc, const int* pos, const int* row_seq,
+                                             const int* block_tables, const int* bt_stride, int NH, int NKV, int B,
+                                             float scale_log2, int nsplit) {
+    grid_dep_launch();
+    __shared__ float s[G][Q3_TILE];
+    __shared__ float corr_s[G];
+    __shared__ float red[4][G][Q3_HD];
+    const int row = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int ctx = pos[row] + 1;
+    const int chunk = (ctx + nsplit - 1) / nsplit;
+    const int k0 = split * chunk, k1 = min(ctx, k0 + chunk);
+    const int* bt = block_tables + (size_t)row_seq[row] * bt_stride[0];
+    const int width = (NH + 2 * NKV) * Q3_HD;
+    grid_dep_wait();
+    // This lane's 16 query elements of each head, prescaled.
+    const int sub = lane % 8;
+    float q[G][16];
+#pragma unroll
+    for (int g = 0; g < G; g++) {
+        const uint4* qp = reinterpret_cast<const uint4*>(qkv + (size_t)row * width + (size_t)(kvh * G + g) * Q3_HD + 16 * sub);
+        unpack_bf8(qp[0], q[g]);
+        unpack_bf8(qp[1], q[g] + 8);
+#pragma unroll
+        for (int e = 0; e < 16; e++) q[g][e] *= scale_log2;
+    }
+    // Warp w keeps the running maximum and sum of heads w, w + 4, ...
+    float m[(G + 3) / 4], l[(G + 3) / 4];
+#pragma unroll
+    for (int j = 0; j < (G + 3) / 4; j++) m[j] = NEG_INF, l[j] = 0.f;
+    float acc[G][4];
+#pragma unroll
+    for (int g = 0; g < G; g++) acc[g][0] = acc[g][1] = acc[g][2] = acc[g][3] = 0.f;
+    for (int t0 = k0; t0 < k1; t0 += Q3_TILE) {
+#pragma unroll
+        for (int pass = 0; pass < 4; pass++) {
+            const int kk = pass * 16 + warp * 4 + lane / 8;
+            const int key = t0 + kk;
+            float dot[G];
+#pragma unroll
+            for (int g = 0; g < G; g++) dot[g] = 0.f;
+            if (key < k1) {
+                const uint4* kp = reinterpret_cast<const uint4*>(kc + kv_offset(bt[key / B], kvh, key % B, NKV, B, Q3_HD) + 16 * sub);
+                float kf[16];
+                unpack_bf8(kp[0], kf);
+                unpack_bf8(kp[1], kf + 8);
+#pragma unroll
+                for (int g = 0; g < G; g++)
+#pragma unroll
+                    for (int e = 0; e < 16; e++) dot[g] += q[g][e] * kf[e];
+            }
+#pragma unroll
+            for (int g = 0; g < G; g++) {
+                float d = dot[g];
+                d += __shfl_xor_sync(0xffffffffu, d, 4);
+                d += __shfl_xor_sync(0xffffffffu, d, 2);
+                d += __shfl_xor_sync(0xffffffffu, d, 1);
+                if (sub == 0) s[g][kk] = key < k1 ? d : NEG_INF;
+            }
+        }
+        __syncthreads();
+#pragma unroll
+        for (int j = 0; j < (G + 3) / 4; j++) {
+            const int g = warp + 4 * j;
+            if (g >= G) break;
+            const float a = s[g][lane], b = s[g][lane + 32];
+            const float mx = fmaxf(m[j], warp_max(fmaxf(a, b)));
+            const float c = mx == NEG_INF ? 1.f : exp2f(m[j] - mx);
+            const float pa = mx == NEG_INF ? 0.f : exp2f(a - mx), pb = mx == NEG_INF ? 0.f : exp2f(b - mx);
+            l[j] = l[j] * c + warp_sum(pa + pb);
+            m[j] = mx;
+            s[g][lane] = pa;
+            s[g][lane + 32] = pb;
+            if (lane == 0) corr_s[g] = c;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int g = 0; g < G; g++) {
+            const float c = corr_s[g];
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[g][e] *= c;
+        }
+        const int nk = min(Q3_TILE, k1 - t0);
+        for (int kk = warp; kk < nk; kk += 4) {
+            const int key = t0 + kk;
+            const uint2 raw = *reinterpret_cast<const uint2*>(vc + kv_offset(bt[key / B], kvh, key % B, NKV, B, Q3_HD) + 4 * lane);
+            const float v0 = __uint_as_float(raw.x << 16), v1 = __uint_as_float(raw.x & 0xffff0000u);
+            const float v2 = __uint_as_float(raw.y << 16), v3 = __uint_as_float(raw.y & 0xffff0000u);
+#pragma unroll
+            for (int g = 0; g < G; g++) {
+                const float p = s[g][kk];
+                acc[g][0] += p * v0, acc[g][1] += p * v1, acc[g][2] += p * v2, acc[g][3] += p * v3;
+            }
+        }
+        __syncthreads();  // s is rewritten by the next tile
+    }
+#pragma unroll
+    for (int g = 0; g < G; g++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) red[warp][g][4 * lane + e] = acc[g][e];
+    __shared__ float ml[G][2];
+#pragma unroll
+    for (int j = 0; j < (G + 3) / 4; j++)
+        if (warp + 4 * j < G && lane == 0) ml[warp + 4 * j][0] = m[j], ml[warp + 4 * j][1] = l[j];
+    __syncthreads();
+    const int d = threadIdx.x;  // 128 threads, one element each
+#pragma unroll
+    for (int g = 0; g < G; g++) {
+        const float sum = red[0][g][d] + red[1][g][d] + red[2][g][d] + red[3][g][d];
+        const int h = kvh * G + g;
+        if (nsplit == 1) {
+            const float lg = ml[g][1];
+            att[(size_t)row * NH * Q3_HD + (size_t)h * Q3_HD + d] = f2bf(lg > 0.f ? sum / lg : 0.f);
+        } else {
+            float* pp = part + (((size_t)row * NH + h) * nsplit + split) * (Q3_HD + 2);
+            pp[d] = sum;
+            if (d == 0) pp[Q3_HD] = ml[g][0], pp[Q3_HD + 1] = ml[g][1];
+        }
+    }
+}
+
+#define Q3_ATTN_KERNEL(G)                                                                                            \
+    extern "C" __global__ void __launch_bounds__(128) q3_attn_rows_##G(                                              \
+        bf16_t* att, float* part, const bf16_t* qkv, const bf16_t* kc, const bf16_t* vc, const int* pos,            \
+        const int* row_seq, const int* block_tables, const int* bt_stride, int NH, int NKV, int B, float scale_log2, \
+        int nsplit) {                                                                                                \
+        q3_attn_rows<G>(att, part, qkv, kc, vc, pos, row_seq, block_tables, bt_stride, NH, NKV, B, scale_log2,       \
+                        nsplit);                                                                                     \
+    }
+Q3_ATTN_KERNEL(1)
+Q3_ATTN_KERNEL(2)
+Q3_ATTN_KERNEL(4)
+Q3_ATTN_KERNEL(8)
+
+// q3_attn_combine merges a row's key slices: grid (rows, NH), 128 threads.
+extern "C" __global__ void q3_attn_combine(bf16_t* att, const float* part, int NH, int nsplit) {
+    grid_dep_launch();
+    grid_dep_wait();
+    const int row = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
+    const float* pp = part + ((size_t)row * NH + h) * nsplit * (Q3_HD + 2);
+    float M = NEG_INF;
+    for (int s = 0; s < nsplit; s++) M = fmaxf(M, pp[s * (Q3_HD + 2) + Q3_HD]);
+    float num = 0.f, den = 0.f;
+    for (int s = 0; s < nsplit; s++) {
+        const float* q = pp + s * (Q3_HD + 2);
+        if (q[Q3_HD + 1] <= 0.f) continue;  // an empty slice
+        const float w = exp2f(q[Q3_HD] - M);
+        num += w * q[d];
+        den += w * q[Q3_HD + 1];
+    }
+    att[(size_t)row * NH * Q3_HD + (size_t)h * Q3_HD + d] = f2bf(den > 0.f ? num / den : 0.f);
+}

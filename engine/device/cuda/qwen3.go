@@ -1,0 +1,391 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/roseinfer/roseinfer/engine/model"
+)
+
+// The rotary block (Qwen3's; qwen3_lower.go) runs on bf16 weights and
+// activations with an fp32 residual stream: cuBLASLt for every projection
+// and the LM head (bf16 operands, fp32 accumulate; o_proj and down_proj add
+// into the residual with beta = 1), and qwen3.cu's kernels between them.
+// Every row of a step, prompt chunk or decode token, writes its keys and
+// values into the paged cache first (q3_qk_rope_kv) and then attends over
+// its sequence's cache (q3_attn_rows), so one attention kernel serves
+// prefill, chunks, prefix hits and decode, and a graph of a decode batch
+// replays for any context lengths. The plan, staging, graphs, overlap,
+// sampling rules and spans are the device's, shared with GPT-2's step.
+
+// rotaryState is the rotary block's part of a Device (nil for GPT-2's).
+type rotaryState struct {
+	w                        rotaryWeights
+	act                      rotaryActs
+	k                        rotaryKernels
+	NH, NKV, HD, I, qkvWidth int
+	eps                      float32
+}
+
+type rotaryWeights struct {
+	base     devPtr
+	wte      devPtr // (Vp, C) bf16, rows V.. zero: the embedding and the tied LM head
+	normF    devPtr // (C) fp32
+	invFreq  devPtr // (HD/2) fp32
+	layers   []rotaryLayer
+	numBytes int
+}
+
+type rotaryLayer struct {
+	ln1, ln2, qNorm, kNorm devPtr // fp32
+	qkv, o, gateUp, down   devPtr // bf16 (out, in)
+}
+
+// rotaryActs are the block's buffers beside Device.act's residual (fp32),
+// logits (fp32) and outTok.
+type rotaryActs struct {
+	norm   devPtr // (N, C) bf16
+	qkv    devPtr // (N, (NH + 2 NKV) HD) bf16
+	att    devPtr // (N, NH HD) bf16
+	gateUp devPtr // (N, 2I) bf16
+	hidden devPtr // (N, I) bf16
+	lnf    devPtr // (M, C) bf16
+	part   devPtr // (M, NH, maxDecodeSplits, HD + 2) fp32: split attention partials
+}
+
+type rotaryKernels struct {
+	embed, rmsnorm, rope, swiglu, attn, combine, sample kernel
+}
+
+// rotaryKernelNames are qwen3.cu's and sample_large.cu's kernels.
+var rotaryKernelNames = []string{"q3_embed", "q3_rmsnorm", "q3_qk_rope_kv", "q3_swiglu", "q3_attn_combine",
+	"q3_attn_rows_1", "q3_attn_rows_2", "q3_attn_rows_4", "q3_attn_rows_8", "sample_rows_large"}
+
+// sampleLargeSmem is SAMPLE_DYNAMIC_SMEM in sample_large.cu.
+const sampleLargeSmem = 98304
+
+// initRotary is init for the rotary block: kernels, weights, buffers.
+func (d *Device) initRotary(w *model.Weights, lr loweredRotary) error {
+	g, c := d.g, d.cfg
+	q := &rotaryState{NH: c.NumHeads, NKV: c.NumKVHeads, HD: c.HeadDim, I: c.Intermediate, eps: lr.eps}
+	q.qkvWidth = (q.NH + 2*q.NKV) * q.HD
+	d.q3 = q
+	get := func(dst *kernel, name string) error {
+		k, ok := g.kernels[name]
+		if !ok {
+			return fmt.Errorf("cuda: kernel %s not loaded", name)
+		}
+		*dst = k
+		return nil
+	}
+	for dst, name := range map[*kernel]string{
+		&q.k.embed: "q3_embed", &q.k.rmsnorm: "q3_rmsnorm", &q.k.rope: "q3_qk_rope_kv", &q.k.swiglu: "q3_swiglu",
+		&q.k.combine: "q3_attn_combine", &q.k.attn: attnGroupKernel(q.NH / q.NKV), &q.k.sample: "sample_rows_large",
+	} {
+		if err := get(dst, name); err != nil {
+			return err
+		}
+	}
+	if err := g.setMaxDynamicSmem(q.k.sample, sampleLargeSmem); err != nil {
+		return err
+	}
+	if c.VocabSize > 262144 {
+		return fmt.Errorf("cuda: a vocabulary of %d ids is more than the sampler's 262,144", c.VocabSize)
+	}
+	d.path.prefillTile = prefillTileRows // only counts tiles; the row attention takes prompts
+	var err error
+	if q.w, err = uploadRotaryWeights(g, w, lr); err != nil {
+		return err
+	}
+	N, M, C := d.opts.MaxStepTokens, d.opts.MaxSeqs, c.Channels
+	d.vocabPadded = paddedVocab(c.VocabSize)
+	d.cache.maxBlocks = ceilDiv(c.MaxSeqLen, d.kv.BlockSizeTokens)
+	inWords := newLayout(N, M, ceilDiv(N, prefillTileRows)+M, M, d.cache.maxBlocks).total
+	for _, b := range []struct {
+		p     *devPtr
+		bytes int
+	}{
+		{&d.act.residual, 4 * N * C}, {&d.act.logits, 4 * M * d.vocabPadded}, {&d.act.outTok, 4 * M},
+		{&q.act.norm, 2 * N * C}, {&q.act.qkv, 2 * N * q.qkvWidth}, {&q.act.att, 2 * N * q.NH * q.HD},
+		{&q.act.gateUp, 2 * N * 2 * q.I}, {&q.act.hidden, 2 * N * q.I}, {&q.act.lnf, 2 * M * C},
+		{&q.act.part, 4 * M * q.NH * maxDecodeSplits * (q.HD + 2)},
+	} {
+		if *b.p, err = g.drv.memAlloc(b.bytes); err != nil {
+			return fmt.Errorf("cuda: activations: %w", err)
+		}
+	}
+	if err := d.allocStages(inWords); err != nil {
+		return err
+	}
+	g.blas.scratch, g.blas.scratchBytes = d.act.logits, 4*M*d.vocabPadded
+	return d.allocKV()
+}
+
+// freeRotary frees what initRotary allocated beyond Device.act.
+func (d *Device) freeRotary() {
+	q := d.q3
+	for _, p := range []devPtr{q.act.norm, q.act.qkv, q.act.att, q.act.gateUp, q.act.hidden, q.act.lnf, q.act.part, q.w.base} {
+		d.g.drv.memFree(p)
+	}
+	q.act, q.w.base = rotaryActs{}, 0
+}
+
+// bf16 appends src rounded to bf16 (nearest, ties to even): exact for a
+// checkpoint stored in bf16.
+func (h *hostImage) bf16(src []float32) devPtr {
+	h.align()
+	off := len(h.buf)
+	for _, v := range src {
+		b := f32ToBF16(v)
+		h.buf = append(h.buf, byte(b), byte(b>>8))
+	}
+	return devPtr(off)
+}
+
+// f32ToBF16 rounds to the nearest bf16, ties to even; NaN stays NaN.
+func f32ToBF16(f float32) uint16 {
+	u := math.Float32bits(f)
+	if u&0x7fffffff > 0x7f800000 {
+		return uint16(u>>16) | 0x40
+	}
+	u += 0x7fff + (u>>16)&1
+	return uint16(u >> 16)
+}
+
+// uploadRotaryWeights lays the tensors lr names out as rotaryWeights and
+// copies them in one transfer.
+func uploadRotaryWeights(g *gpu, w *model.Weights, lr loweredRotary) (rotaryWeights, error) {
+	c := w.Config
+	t := map[string][]float32{}
+	for _, name := range []string{lr.tokenEmbedding, lr.normF, lr.ln1, lr.qkv, lr.qNorm, lr.kNorm, lr.o, lr.ln2, lr.gateUp, lr.down} {
+		x, err := w.Tensor(name)
+		if err != nil {
+			return rotaryWeights{}, fmt.Errorf("cuda: %w", err)
+		}
+		t[name] = x.Data
+	}
+	L, C := c.NumLayers, c.Channels
+	h := &hostImage{buf: make([]byte, 0, 2*c.NumParameters()+2*(paddedVocab(c.VocabSize)-c.VocabSize)*C+64<<10)}
+	var rw rotaryWeights
+	rw.wte = h.bf16(t[lr.tokenEmbedding])
+	h.buf = append(h.buf, make([]byte, 2*(paddedVocab(c.VocabSize)-c.VocabSize)*C)...)
+	rw.normF = h.f32(t[lr.normF])
+	half := c.HeadDim / 2
+	inv := make([]float32, half)
+	for j := range inv { // as transformers computes them in fp32 (and the CPU device's rope.go)
+		inv[j] = float32(1 / math.Pow(lr.theta, float64(2*j)/float64(c.HeadDim)))
+	}
+	rw.invFreq = h.f32(inv)
+	slice := func(name string, l int) []float32 { x := t[name]; n := len(x) / L; return x[l*n : (l+1)*n] }
+	rw.layers = make([]rotaryLayer, L)
+	for l := range rw.layers {
+		ly := &rw.layers[l]
+		ly.ln1, ly.ln2 = h.f32(slice(lr.ln1, l)), h.f32(slice(lr.ln2, l))
+		ly.qNorm, ly.kNorm = h.f32(slice(lr.qNorm, l)), h.f32(slice(lr.kNorm, l))
+		ly.qkv, ly.o = h.bf16(slice(lr.qkv, l)), h.bf16(slice(lr.o, l))
+		ly.gateUp, ly.down = h.bf16(slice(lr.gateUp, l)), h.bf16(slice(lr.down, l))
+	}
+	h.align()
+	base, err := g.drv.memAlloc(len(h.buf))
+	if err != nil {
+		return rw, fmt.Errorf("cuda: weights (%d MB): %w", len(h.buf)>>20, err)
+	}
+	if err := g.drv.htod(base, unsafe.Pointer(&h.buf[0]), len(h.buf)); err != nil {
+		g.drv.memFree(base)
+		return rw, err
+	}
+	rw.base, rw.numBytes = base, len(h.buf)
+	for _, p := range []*devPtr{&rw.wte, &rw.normF, &rw.invFreq} {
+		*p += base
+	}
+	for l := range rw.layers {
+		ly := &rw.layers[l]
+		for _, p := range []*devPtr{&ly.ln1, &ly.ln2, &ly.qNorm, &ly.kNorm, &ly.qkv, &ly.o, &ly.gateUp, &ly.down} {
+			*p += base
+		}
+	}
+	return rw, nil
+}
+
+// forwardRotary enqueues one step of the rotary block: forward's contract.
+func (d *Device) forwardRotary(p *stepPlan) error {
+	s := rotaryStep{d: d, q: d.q3, p: p, N: p.lay.nTok, M: p.lay.nSample}
+	s.end("start", nil)
+	s.embed()
+	for l := range s.q.w.layers {
+		w := &s.q.w.layers[l]
+		s.rmsnorm("rmsnorm_1", s.q.act.norm, 0, w.ln1, s.N)
+		s.gemm("gemm_qkv", s.q.act.qkv, dataR16BF, s.q.act.norm, w.qkv, d.cfg.Channels, s.q.qkvWidth, false)
+		s.qkRopeKV(l, w)
+		s.attention(l)
+		s.gemm("gemm_o", d.act.residual, dataR32F, s.q.act.att, w.o, s.q.NH*s.q.HD, d.cfg.Channels, true)
+		s.rmsnorm("rmsnorm_2", s.q.act.norm, 0, w.ln2, s.N)
+		s.gemm("gemm_gate_up", s.q.act.gateUp, dataR16BF, s.q.act.norm, w.gateUp, d.cfg.Channels, 2*s.q.I, false)
+		s.swiglu()
+		s.gemm("gemm_down", d.act.residual, dataR32F, s.q.act.hidden, w.down, s.q.I, d.cfg.Channels, true)
+	}
+	if s.M > 0 { // only the rows that sample go through the final norm and the LM head
+		s.rmsnorm("rmsnorm_f", s.q.act.lnf, p.in(p.lay.sampleRows), s.q.w.normF, s.M)
+		if s.err == nil {
+			s.end(opLMHeadGemm, d.g.blas.gemmTyped(d.g.stream, d.act.logits, dataR32F, d.vocabPadded, s.q.act.lnf, s.q.w.wte, dataR16BF, 0,
+				gemmRows(s.M, d.opts.MaxSeqs), d.cfg.Channels, d.vocabPadded, epilogueDefault, false))
+		}
+		s.sample()
+	}
+	return s.err
+}
+
+// rotaryStep is forwardRotary's step being enqueued (step's pattern: the
+// first error sticks and turns later ops into no-ops).
+type rotaryStep struct {
+	d    *Device
+	q    *rotaryState
+	p    *stepPlan
+	N, M int
+	err  error
+}
+
+func (s *rotaryStep) end(name string, err error) {
+	if s.err == nil {
+		s.err = err
+	}
+	if s.err == nil {
+		s.err = s.d.opDone(name)
+	}
+}
+
+func (s *rotaryStep) embed() {
+	if s.err != nil {
+		return
+	}
+	d, g, p, lay, C := s.d, s.d.g, s.p, &s.p.lay, s.d.cfg.Channels
+	pdl := g.pdl // the step's first kernel follows the inputs' copy, not a kernel
+	g.pdl = false
+	err := g.launch(s.q.k.embed, ceilDiv(s.N*C, 256), 1, 1, 256, 0,
+		argPtr(d.act.residual), argPtr(p.in(lay.tokens)), argPtr(d.act.outTok), argPtr(p.in(lay.srcRows)), argPtr(s.q.w.wte),
+		argInt(s.N), argInt(C))
+	g.pdl = pdl
+	s.end("embed", err)
+}
+
+// rmsnorm: out (R, C) bf16 = RMSNorm(residual rows; w), rows 0..R or the
+// index list rows.
+func (s *rotaryStep) rmsnorm(name string, out, rows, w devPtr, R int) {
+	if s.err != nil {
+		return
+	}
+	s.end(name, s.d.g.launch(s.q.k.rmsnorm, ceilDiv(R, 4), 1, 1, 128, 0,
+		argPtr(out), argPtr(s.d.act.residual), argPtr(rows), argPtr(w), argInt(R), argInt(s.d.cfg.Channels), argF32(s.q.eps)))
+}
+
+// gemm: out (N, oc) = inp (N, k) @ w^T, bf16 operands, over the step's
+// gemmRows bucket of rows (prewarm planned it); accumulate adds into an
+// fp32 out (the residual).
+func (s *rotaryStep) gemm(name string, out devPtr, outType int, inp, w devPtr, k, oc int, accumulate bool) {
+	if s.err != nil {
+		return
+	}
+	d := s.d
+	s.end(name, d.g.blas.gemmTyped(d.g.stream, out, outType, oc, inp, w, dataR16BF, 0, gemmRows(s.N, d.opts.MaxStepTokens), k, oc, epilogueDefault, accumulate))
+}
+
+// qkRopeKV: q/k RMSNorm and rotation in place, keys and values of every row
+// into layer l's cache.
+func (s *rotaryStep) qkRopeKV(l int, w *rotaryLayer) {
+	if s.err != nil {
+		return
+	}
+	d, q, p, lay := s.d, s.q, s.p, &s.p.lay
+	kc, vc := d.kvLayer(l)
+	warps := s.N * (q.NH + 2*q.NKV)
+	s.end("qk_rope_kv", d.g.launch(q.k.rope, ceilDiv(warps, 4), 1, 1, 128, 0,
+		argPtr(q.act.qkv), argPtr(kc), argPtr(vc), argPtr(w.qNorm), argPtr(w.kNorm), argPtr(q.w.invFreq),
+		argPtr(p.in(lay.pos)), argPtr(p.in(lay.slots)), argInt(s.N), argInt(q.NH), argInt(q.NKV), argInt(d.kv.BlockSizeTokens), argF32(q.eps)))
+}
+
+// attention of every row over its sequence's cached keys, split over key
+// slices where the rows are few (rotarySplits).
+func (s *rotaryStep) attention(l int) {
+	if s.err != nil {
+		return
+	}
+	d, q, p, lay := s.d, s.q, s.p, &s.p.lay
+	kc, vc := d.kvLayer(l)
+	nsplit := d.rotarySplits(s.N)
+	scale := float32(math.Log2E / math.Sqrt(float64(q.HD)))
+	err := d.g.launch(q.k.attn, s.N, q.NKV, nsplit, 128, 0,
+		argPtr(q.act.att), argPtr(q.act.part), argPtr(q.act.qkv), argPtr(kc), argPtr(vc), argPtr(p.in(lay.pos)),
+		argPtr(p.in(lay.rowSeq)), argPtr(p.in(lay.blockTables)), argPtr(p.in(lay.btStride)), argInt(q.NH), argInt(q.NKV),
+		argInt(d.kv.BlockSizeTokens), argF32(scale), argInt(nsplit))
+	if err == nil && nsplit > 1 {
+		err = d.g.launch(q.k.combine, s.N, q.NH, 1, q.HD, 0, argPtr(q.act.att), argPtr(q.act.part), argInt(q.NH), argInt(nsplit))
+	}
+	s.end("attention", err)
+}
+
+// rotarySplits is how many key slices each (row, KV head) of a step of N
+// rows is split into: enough blocks for two a SM, at most maxDecodeSplits,
+// and only for steps of at most MaxSeqs rows (the partials' buffer). It
+// depends on N only, so a captured graph stays valid.
+func (d *Device) rotarySplits(N int) int {
+	units := N * d.q3.NKV
+	target := 2 * d.g.smCount
+	if units >= target || N > d.opts.MaxSeqs {
+		return 1
+	}
+	return min(maxDecodeSplits, ceilDiv(target, units))
+}
+
+func (s *rotaryStep) swiglu() {
+	if s.err != nil {
+		return
+	}
+	q := s.q
+	s.end("swiglu", s.d.g.launch(q.k.swiglu, ceilDiv(s.N*q.I/2, 256), 1, 1, 256, 0,
+		argPtr(q.act.hidden), argPtr(q.act.gateUp), argInt(s.N), argInt(q.I)))
+}
+
+// sample: the device's sampling rules (sample.cuh) over fp32 logits of up
+// to 262,144 ids.
+func (s *rotaryStep) sample() {
+	if s.err != nil {
+		return
+	}
+	d, a, p, lay := s.d, &s.d.act, s.p, &s.p.lay
+	s.end("sample", d.g.launch(s.q.k.sample, s.M, 1, 1, 1024, sampleLargeSmem,
+		argPtr(a.outTok), argPtr(a.logits), argInt(d.vocabPadded), argInt(d.cfg.VocabSize),
+		argPtr(p.in(lay.temp)), argPtr(p.in(lay.topK)), argPtr(p.in(lay.topP)), argPtr(p.in(lay.seedLo)), argPtr(p.in(lay.seedHi)),
+		argPtr(p.in(lay.index)), argPtr(p.in(lay.banned)), argPtr(p.in(lay.wantLP)), argPtr(0), argPtr(p.in(lay.hostOut))))
+}
+
+// prewarmRotaryGEMMs plans (and tunes) the block's GEMMs at every row
+// bucket, as prewarm does GPT-2's.
+func (d *Device) prewarmRotaryGEMMs() error {
+	q, g, C := d.q3, d.g, d.cfg.Channels
+	w := &q.w.layers[0]
+	for _, n := range gemmBuckets(d.opts.MaxStepTokens, func(int) bool { return true }) {
+		for _, m := range []struct {
+			name        string
+			out, in, w  devPtr
+			outType     int
+			k, oc       int
+			accumulates bool
+		}{
+			{"qkv", q.act.qkv, q.act.norm, w.qkv, dataR16BF, C, q.qkvWidth, false},
+			{"o_proj", d.act.residual, q.act.att, w.o, dataR32F, q.NH * q.HD, C, true},
+			{"gate_up", q.act.gateUp, q.act.norm, w.gateUp, dataR16BF, C, 2 * q.I, false},
+			{"down", d.act.residual, q.act.hidden, w.down, dataR32F, q.I, C, true},
+		} {
+			if err := g.blas.gemmTyped(g.stream, m.out, m.outType, m.oc, m.in, m.w, dataR16BF, 0, n, m.k, m.oc, epilogueDefault, m.accumulates); err != nil {
+				return fmt.Errorf("cuda: prewarm %s GEMM of %d rows: %w", m.name, n, err)
+			}
+		}
+	}
+	for _, m := range gemmBuckets(d.opts.MaxSeqs, func(int) bool { return true }) {
+		if err := g.blas.gemmTyped(g.stream, d.act.logits, dataR32F, d.vocabPadded, q.act.lnf, q.w.wte, dataR16BF, 0, m, C, d.vocabPadded, epilogueDefault, false); err != nil {
+			return fmt.Errorf("cuda: prewarm LM head GEMM of %d rows: %w", m, err)
+		}
+	}
+	return nil
+}
