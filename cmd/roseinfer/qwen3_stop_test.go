@@ -63,9 +63,13 @@ func TestServeQwen3StopTokens(t *testing.T) {
 			}
 			body, _ := json.Marshal(map[string]any{"model": name, "prompt": "Hello, world", "max_tokens": 5,
 				"temperature": 0, "ignore_eos": tc.ignoreEOS})
-			ids, finish := completion(t, url, string(body))
+			ids, finish, text := completion(t, url, string(body))
 			if !slices.Equal(ids, tc.wantIDs) || finish != tc.wantFinish {
 				t.Errorf("tokens %v finish_reason %q, want %v %q", ids, finish, tc.wantIDs, tc.wantFinish)
+			}
+			// The stop id that ended the text is not part of it.
+			if finish == "stop" && text != "" {
+				t.Errorf("text %q, want none", text)
 			}
 			// Any other name is refused: the harness must send this one.
 			if code, _ := call(t, "POST", url+"/v1/completions", "", `{"model":"gpt2","prompt":"Hi","max_tokens":1}`); code != 404 {
@@ -146,9 +150,9 @@ func listedModels(t *testing.T, url string) []string {
 	return ids
 }
 
-// completion sends a non-streaming completion and returns its token ids and
-// finish_reason.
-func completion(t *testing.T, url, body string) ([]int32, string) {
+// completion sends a non-streaming completion and returns its token ids,
+// finish_reason and text.
+func completion(t *testing.T, url, body string) (ids []int32, finish, text string) {
 	t.Helper()
 	resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(body))
 	if err != nil {
@@ -163,12 +167,14 @@ func completion(t *testing.T, url, body string) ([]int32, string) {
 		Choices []struct {
 			TokenIDs     []int32 `json:"token_ids"`
 			FinishReason string  `json:"finish_reason"`
+			Text         string  `json:"text"`
 		}
 	}
 	if err := json.Unmarshal(data, &r); err != nil || len(r.Choices) != 1 {
 		t.Fatalf("%v: %s", err, data)
 	}
-	return r.Choices[0].TokenIDs, r.Choices[0].FinishReason
+	c := r.Choices[0]
+	return c.TokenIDs, c.FinishReason, c.Text
 }
 
 func repeatID(id int32, n int) []int32 { return slices.Repeat([]int32{id}, n) }
