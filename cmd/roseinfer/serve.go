@@ -52,7 +52,7 @@ func newServeCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the OpenAI-compatible API (/v1/completions, /v1/chat/completions, /metrics...)",
-		Long: `serve loads a GPT-2 model and answers the OpenAI completions and chat APIs,
+		Long: `serve loads a GPT-2 or Qwen3 model and answers the OpenAI completions and chat APIs,
 streaming or not, until SIGINT or SIGTERM (open requests get a few seconds to finish).
 /health answers 503 while the model loads and 200 once requests are accepted.
 
