@@ -25,7 +25,7 @@ func defaultEngineOptions() engineOptions {
 }
 
 func (o *engineOptions) addFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.ModelDir, "model", o.ModelDir, "HF GPT-2 checkpoint directory (config.json, model.safetensors, tokenizer files); empty = the built-in tiny model, no disk")
+	fs.StringVar(&o.ModelDir, "model", o.ModelDir, "HF checkpoint directory, GPT-2 or Qwen3 (config.json, model.safetensors, tokenizer files, generation_config.json's stop ids); empty = the built-in tiny model, no disk")
 	fs.Uint64Var(&o.ModelSeed, "model-seed", o.ModelSeed, "weights seed of the built-in tiny model (the weights init-model --preset tiny --seed N writes)")
 	fs.StringVar(&o.Device, "device", o.Device, "auto, cpu, sim or cuda (auto: cuda when usable, else cpu)")
 	fs.IntVar(&o.simStepMicros, "sim-step-us", o.simStepMicros, "sim device: duration of every step in µs")

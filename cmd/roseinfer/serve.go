@@ -47,12 +47,12 @@ type serveOptions struct {
 
 func newServeCommand() *cobra.Command {
 	o := serveOptions{engineOptions: defaultEngineOptions(), host: "127.0.0.1", port: 8000,
-		modelName: server.DefaultModelName, streamInterval: 1, logLevel: "info",
+		streamInterval: 1, logLevel: "info",
 		requestReadTimeout: server.DefaultRequestReadTimeout, maxBodyBytesInflight: server.DefaultMaxBodyBytesInflight}
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the OpenAI-compatible API (/v1/completions, /v1/chat/completions, /metrics...)",
-		Long: `serve loads a GPT-2 model and answers the OpenAI completions and chat APIs,
+		Long: `serve loads a GPT-2 or Qwen3 model and answers the OpenAI completions and chat APIs,
 streaming or not, until SIGINT or SIGTERM (open requests get a few seconds to finish).
 /health answers 503 while the model loads and 200 once requests are accepted.
 
@@ -71,7 +71,8 @@ streaming or not, until SIGINT or SIGTERM (open requests get a few seconds to fi
 	o.addFlags(fs)
 	fs.StringVar(&o.host, "host", o.host, "address to listen on")
 	fs.IntVar(&o.port, "port", o.port, "port to listen on (0 = any free port, printed at start)")
-	fs.StringVar(&o.modelName, "served-model-name", o.modelName, "model name clients must send (or omit)")
+	fs.StringVar(&o.modelName, "served-model-name", o.modelName, "model name clients must send (or omit), listed by /v1/models (default: --model as given, or "+
+		server.DefaultModelName+" for the built-in model)")
 	fs.IntVar(&o.streamInterval, "stream-interval", o.streamInterval, "streamed chunks carry at least this many tokens after the first")
 	fs.Int64Var(&o.seed, "seed", o.seed, "base seed for requests without a \"seed\" (default: random per request)")
 	fs.BoolVar(&o.pprof, "pprof", o.pprof, "serve /debug/pprof/ (default: only when --host is loopback; --pprof=false: never)")
@@ -127,9 +128,10 @@ func runServe(ctx context.Context, o serveOptions, logOut io.Writer) error {
 	prof := profile.New(recorder, profile.Options{Dir: profileDir,
 		Info: map[string]string{"model": info.Name, "device": info.Device}})
 	defer prof.Close()
+	modelName := servedModelName(o.modelName, o.ModelDir)
 	srv, err := server.New(server.Config{
 		Addr:           net.JoinHostPort(o.host, strconv.Itoa(o.port)),
-		ModelName:      o.modelName,
+		ModelName:      modelName,
 		MaxModelLen:    info.Model.MaxSeqLen,
 		VocabSize:      info.Model.VocabSize,
 		Tokenizer:      info.Tokenizer,
@@ -152,7 +154,7 @@ func runServe(ctx context.Context, o serveOptions, logOut io.Writer) error {
 	if err := srv.Open(); err != nil {
 		return err
 	}
-	log.Info("listening", "url", srv.URL(), "model", info.Name, "served_model_name", o.modelName)
+	log.Info("listening", "url", srv.URL(), "model", info.Name, "served_model_name", modelName)
 	if o.ready != nil {
 		o.ready(srv.URL())
 	}
@@ -167,4 +169,11 @@ func runServe(ctx context.Context, o serveOptions, logOut io.Writer) error {
 	// The server first: open requests finish (or are aborted after the
 	// shutdown timeout) before the engine stops.
 	return errors.Join(srv.Close(), eng.Close())
+}
+
+// servedModelName is the model id clients send and /v1/models lists:
+// --served-model-name, else --model as given (a path, as vLLM serves it),
+// else gpt2 for the built-in model.
+func servedModelName(flag, modelDir string) string {
+	return cmp.Or(flag, modelDir, server.DefaultModelName)
 }

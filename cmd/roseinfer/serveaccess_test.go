@@ -115,7 +115,7 @@ func startServeOn(t *testing.T, o serveOptions, device string) (url string, stop
 func startServeWith(t *testing.T, o serveOptions, logOut io.Writer) (url string, stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	o.host, o.modelName, o.streamInterval, o.logLevel = "127.0.0.1", "gpt2", 1, "info"
+	o.host, o.streamInterval, o.logLevel = "127.0.0.1", 1, "info"
 	urls := make(chan string, 1)
 	o.ready = func(url string) { urls <- url }
 	done := make(chan error, 1)

@@ -35,7 +35,7 @@ func WriteModelFiles(dir string, cfg model.Config) error {
 	if err != nil {
 		return err
 	}
-	for name, data := range map[string][]byte{"generation_config.json": gen, "tokenizer.json": tokJSON,
+	for name, data := range map[string][]byte{GenerationConfigFile: gen, "tokenizer.json": tokJSON,
 		"tokenizer_config.json": qwen3data.TokenizerConfigJSON()} {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 			return fmt.Errorf("write %s: %w", name, err)

@@ -129,11 +129,16 @@ type Resolved struct {
 	Model     model.Config
 	Family    *model.Family // Model's: tokenizer kind, chat format
 	Tokenizer *tokenizer.Tokenizer
+	// StopTokens end a generation beside Model.EOSTokenID (StopTokenIDs):
+	// for a Qwen3 directory <|im_end|> and <|endoftext|>; nil for the
+	// built-in preset.
+	StopTokens []int32
 }
 
-// Resolve validates o, picks the device and reads the model's config and
-// tokenizer. log (nil = silent) gets a warning when a checkpoint has no
-// tokenizer files and its family's built-in tokenizer is used.
+// Resolve validates o, picks the device and reads the model's config,
+// tokenizer and stop ids. log (nil = silent) gets a warning when a
+// checkpoint has no tokenizer files and its family's built-in tokenizer is
+// used.
 func Resolve(o Options, log *slog.Logger) (*Resolved, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -173,6 +178,9 @@ func Resolve(o Options, log *slog.Logger) (*Resolved, error) {
 		return nil, err
 	}
 	if r.Tokenizer, err = loadTokenizer(o.ModelDir, r.Model, r.Family, log); err != nil {
+		return nil, err
+	}
+	if r.StopTokens, err = StopTokenIDs(o.ModelDir, r.Model.VocabSize); err != nil {
 		return nil, err
 	}
 	return r, nil

@@ -64,6 +64,7 @@ func (r *Resolved) Start(log *slog.Logger) (*Running, error) {
 		MaxPending:          o.MaxPending,
 		MaxModelLen:         r.Model.MaxSeqLen,
 		EOSToken:            r.Model.EOSTokenID,
+		StopTokens:          r.StopTokens,
 		OverlapSchedule:     o.OverlapSchedule,
 		Observer:            observer,
 	}, dev)
@@ -72,7 +73,8 @@ func (r *Resolved) Start(log *slog.Logger) (*Running, error) {
 		return nil, fmt.Errorf("start engine: %w", err)
 	}
 	run := &Running{Resolved: r, Engine: eng, KV: kv, LoadTime: time.Since(start)}
-	log.Info("engine ready", "model", r.Name, "device", r.Device, "kv_blocks", kv.NumBlocks,
+	log.Info("engine ready", "model", r.Name, "device", r.Device, "eos", r.Model.EOSTokenID, "stop_tokens", r.StopTokens,
+		"kv_blocks", kv.NumBlocks,
 		"block_size", kv.BlockSizeTokens, "max_num_seqs", o.MaxNumSeqs, "load_s", run.LoadTime.Seconds())
 	return run, nil
 }

@@ -73,9 +73,11 @@ func (c *choice) addToken(out engine.Output) {
 	c.numTokens++
 	c.tokenIDs = append(c.tokenIDs, out.Token)
 	// EOS ends the text; it is counted and listed but never decoded (vLLM
-	// skips special tokens the same way).
+	// skips special tokens the same way), nor is any other stop id that
+	// ended the generation (Qwen3's <|endoftext|> beside its EOS <|im_end|>):
+	// the engine finishes with FinishStop only on such a token.
 	piece := ""
-	if out.Token != c.eos {
+	if out.Token != c.eos && out.Finished != engine.FinishStop {
 		piece = c.detok.Add(out.Token)
 	}
 	if c.wantLogprobs {
