@@ -14,7 +14,7 @@ import (
 type layout struct {
 	nTok, nSeq, nTiles, nSample, maxBlocks int
 
-	tokens, pos, slots, srcRows, rowSeq  int // (nTok); rowSeq: each row's sequence entry
+	tokens, pos, slots, srcRows          int // (nTok)
 	qStart, qLen, ctx, newFrom, decSeqs  int // (nSeq)
 	tileSeq, tileQ0                      int // (nTiles)
 	sampleRows, temp, topK, topP, seedLo int // (nSample)
@@ -33,7 +33,7 @@ func newLayout(nTok, nSeq, nTiles, nSample, maxBlocks int) layout {
 		off += (n + 3) &^ 3 // 16-byte aligned regions
 		return o
 	}
-	l.tokens, l.pos, l.slots, l.srcRows, l.rowSeq = take(nTok), take(nTok), take(nTok), take(nTok), take(nTok)
+	l.tokens, l.pos, l.slots, l.srcRows = take(nTok), take(nTok), take(nTok), take(nTok)
 	l.qStart, l.qLen, l.ctx, l.newFrom, l.decSeqs = take(nSeq), take(nSeq), take(nSeq), take(nSeq), take(nSeq)
 	l.tileSeq, l.tileQ0 = take(nTiles), take(nTiles)
 	l.sampleRows, l.temp, l.topK, l.topP = take(nSample), take(nSample), take(nSample), take(nSample)
@@ -197,10 +197,6 @@ func (d *Device) buildPlan(b *device.Batch, st *staging, rows bool, graphSize in
 			}
 			host[lay.pos+row] = int32(pos)
 			host[lay.srcRows+row] = -1
-			host[lay.rowSeq+row] = int32(i)
-			if rows {
-				host[lay.rowSeq+row] = int32(row)
-			}
 			switch {
 			case tok >= 0 && int(tok) < V:
 				host[lay.tokens+row] = tok
@@ -244,7 +240,6 @@ func (d *Device) buildPlan(b *device.Batch, st *staging, rows bool, graphSize in
 			return err
 		}
 		host[lay.tokens+row], host[lay.pos+row], host[lay.slots+row], host[lay.srcRows+row] = 0, 0, -1, -1
-		host[lay.rowSeq+row] = int32(row)
 		if d.q3 != nil {
 			host[lay.slots+row] = d.cache.scratchBlock * int32(B)
 		}

@@ -55,12 +55,12 @@ type rotaryActs struct {
 }
 
 type rotaryKernels struct {
-	embed, rmsnorm, rope, swiglu, attn, combine, sample kernel
+	embed, rmsnorm, rope, swiglu, attnRows, attnPrefill, combine, sample kernel
 }
 
 // rotaryKernelNames are qwen3.cu's and sample_large.cu's kernels.
 var rotaryKernelNames = []string{"q3_embed", "q3_rmsnorm", "q3_qk_rope_kv", "q3_swiglu", "q3_attn_combine",
-	"q3_attn_rows_1", "q3_attn_rows_2", "q3_attn_rows_4", "q3_attn_rows_8", "sample_rows_large"}
+	"q3_attn_rows_1", "q3_attn_rows_2", "q3_attn_rows_4", "q3_attn_rows_8", "q3_attn_prefill", "sample_rows_large"}
 
 // sampleLargeSmem is SAMPLE_DYNAMIC_SMEM in sample_large.cu.
 const sampleLargeSmem = 98304
@@ -81,7 +81,8 @@ func (d *Device) initRotary(w *model.Weights, lr loweredRotary) error {
 	}
 	for dst, name := range map[*kernel]string{
 		&q.k.embed: "q3_embed", &q.k.rmsnorm: "q3_rmsnorm", &q.k.rope: "q3_qk_rope_kv", &q.k.swiglu: "q3_swiglu",
-		&q.k.combine: "q3_attn_combine", &q.k.attn: attnGroupKernel(q.NH / q.NKV), &q.k.sample: "sample_rows_large",
+		&q.k.combine: "q3_attn_combine", &q.k.attnRows: attnGroupKernel("rows", q.NH/q.NKV),
+		&q.k.attnPrefill: "q3_attn_prefill", &q.k.sample: "sample_rows_large",
 	} {
 		if err := get(dst, name); err != nil {
 			return err
@@ -93,7 +94,7 @@ func (d *Device) initRotary(w *model.Weights, lr loweredRotary) error {
 	if c.VocabSize > 262144 {
 		return fmt.Errorf("cuda: a vocabulary of %d ids is more than the sampler's 262,144", c.VocabSize)
 	}
-	d.path.prefillTile = prefillTileRows // only counts tiles; the row attention takes prompts
+	d.path.prefillTile = rotaryPrefillRows
 	var err error
 	if q.w, err = uploadRotaryWeights(g, w, lr); err != nil {
 		return err
@@ -101,7 +102,7 @@ func (d *Device) initRotary(w *model.Weights, lr loweredRotary) error {
 	N, M, C := d.opts.MaxStepTokens, d.opts.MaxSeqs, c.Channels
 	d.vocabPadded = paddedVocab(c.VocabSize)
 	d.cache.maxBlocks = ceilDiv(c.MaxSeqLen, d.kv.BlockSizeTokens)
-	inWords := newLayout(N, M, ceilDiv(N, prefillTileRows)+M, M, d.cache.maxBlocks).total
+	inWords := newLayout(N, M, ceilDiv(N, d.path.prefillTile)+M, M, d.cache.maxBlocks).total
 	for _, b := range []struct {
 		p     *devPtr
 		bytes int
@@ -304,34 +305,48 @@ func (s *rotaryStep) qkRopeKV(l int, w *rotaryLayer) {
 		argPtr(p.in(lay.pos)), argPtr(p.in(lay.slots)), argInt(s.N), argInt(q.NH), argInt(q.NKV), argInt(d.kv.BlockSizeTokens), argF32(q.eps)))
 }
 
-// attention of every row over its sequence's cached keys, split over key
-// slices where the rows are few (rotarySplits).
+// attention: the one-token rows through the decode-row kernel, split over
+// key slices where they are few (rotarySplits), and the prompt chunks'
+// tiles through the prefill kernel, all over the paged cache.
 func (s *rotaryStep) attention(l int) {
 	if s.err != nil {
 		return
 	}
 	d, q, p, lay := s.d, s.q, s.p, &s.p.lay
 	kc, vc := d.kvLayer(l)
-	nsplit := d.rotarySplits(s.N)
 	scale := float32(math.Log2E / math.Sqrt(float64(q.HD)))
-	err := d.g.launch(q.k.attn, s.N, q.NKV, nsplit, 128, 0,
-		argPtr(q.act.att), argPtr(q.act.part), argPtr(q.act.qkv), argPtr(kc), argPtr(vc), argPtr(p.in(lay.pos)),
-		argPtr(p.in(lay.rowSeq)), argPtr(p.in(lay.blockTables)), argPtr(p.in(lay.btStride)), argInt(q.NH), argInt(q.NKV),
-		argInt(d.kv.BlockSizeTokens), argF32(scale), argInt(nsplit))
-	if err == nil && nsplit > 1 {
-		err = d.g.launch(q.k.combine, s.N, q.NH, 1, q.HD, 0, argPtr(q.act.att), argPtr(q.act.part), argInt(q.NH), argInt(nsplit))
+	var err error
+	if p.nDecode > 0 {
+		nsplit := d.rotarySplits(p.nDecode)
+		err = d.g.launch(q.k.attnRows, p.nDecode, q.NKV, nsplit, 128, 0,
+			argPtr(q.act.att), argPtr(q.act.part), argPtr(q.act.qkv), argPtr(kc), argPtr(vc), argPtr(p.in(lay.pos)),
+			argPtr(p.in(lay.decSeqs)), argPtr(p.in(lay.qStart)), argPtr(p.in(lay.blockTables)), argPtr(p.in(lay.btStride)),
+			argInt(q.NH), argInt(q.NKV), argInt(d.kv.BlockSizeTokens), argF32(scale), argInt(nsplit))
+		if err == nil && nsplit > 1 {
+			err = d.g.launch(q.k.combine, p.nDecode, q.NH, 1, q.HD, 0, argPtr(q.act.att), argPtr(q.act.part),
+				argPtr(p.in(lay.decSeqs)), argPtr(p.in(lay.qStart)), argInt(q.NH), argInt(nsplit))
+		}
+	}
+	if err == nil && lay.nTiles > 0 {
+		err = d.g.launch(q.k.attnPrefill, lay.nTiles, q.NH, 1, 128, 0,
+			argPtr(q.act.att), argPtr(q.act.qkv), argPtr(kc), argPtr(vc), argPtr(p.in(lay.qStart)), argPtr(p.in(lay.qLen)),
+			argPtr(p.in(lay.ctx)), argPtr(p.in(lay.tileSeq)), argPtr(p.in(lay.tileQ0)), argPtr(p.in(lay.blockTables)),
+			argPtr(p.in(lay.btStride)), argInt(q.NH), argInt(q.NKV), argInt(d.kv.BlockSizeTokens), argF32(scale))
 	}
 	s.end("attention", err)
 }
 
-// rotarySplits is how many key slices each (row, KV head) of a step of N
-// rows is split into: enough blocks for two a SM, at most maxDecodeSplits,
-// and only for steps of at most MaxSeqs rows (the partials' buffer). It
-// depends on N only, so a captured graph stays valid.
-func (d *Device) rotarySplits(N int) int {
-	units := N * d.q3.NKV
-	target := 2 * d.g.smCount
-	if units >= target || N > d.opts.MaxSeqs {
+// rotaryPrefillRows is the query rows of a q3_attn_prefill tile (PF_BR).
+const rotaryPrefillRows = 64
+
+// rotarySplits is how many key slices each (row, KV head) of nDecode
+// one-token rows is split into: enough blocks for eight a SM, at most
+// maxDecodeSplits. It depends on the row count only, so a captured graph
+// stays valid.
+func (d *Device) rotarySplits(nDecode int) int {
+	units := nDecode * d.q3.NKV
+	target := 8 * d.g.smCount
+	if units >= target {
 		return 1
 	}
 	return min(maxDecodeSplits, ceilDiv(target, units))

@@ -59,6 +59,16 @@ func TestRotaryLogitsVsCPU(t *testing.T) {
 			checkRotarySteps(t, d, w)
 		})
 	}
+	// The other instantiations of the attention kernels: 1 and 4 query
+	// heads a KV head (64 and 16 query rows a prefill tile).
+	for _, heads := range [][2]int{{2, 2}, {8, 2}} {
+		c := rotaryConfig
+		c.NumHeads, c.NumKVHeads = heads[0], heads[1]
+		t.Run(fmt.Sprintf("heads=%d_kvheads=%d", heads[0], heads[1]), func(t *testing.T) {
+			w := rotaryTestWeights(t, c, 35)
+			checkRotarySteps(t, newTestDevice(t, w, Options{MaxStepTokens: 1024, MaxSeqs: 64}), w)
+		})
+	}
 }
 
 func checkRotarySteps(t *testing.T, d *Device, w *model.Weights) {

@@ -153,39 +153,47 @@ extern "C" __global__ void q3_swiglu(bf16_t* out, const bf16_t* gu, int N, int I
     *reinterpret_cast<uint32_t*>(out + (size_t)i * I + c) = (uint32_t)f2bf(r[0]) | ((uint32_t)f2bf(r[1]) << 16);
 }
 
-// Row attention: every row of a step (a decode token, or one token of a
-// prompt chunk) attends over keys 0..pos of its sequence, all of them in
-// the paged cache (q3_qk_rope_kv wrote this step's rows first). Grid (rows,
-// NKV, nsplit), 128 threads: a block takes one row, one KV head and its G
-// query heads, and one of nsplit slices of the keys, in tiles of 64 keys:
+// Decode-row attention: each one-token row of a step (a decode token, or
+// one token of a short chunk laid out as rows) attends over keys 0..pos of
+// its sequence, all of them in the paged cache (q3_qk_rope_kv wrote this
+// step's rows first). Row j of the launch is sequence entry dec_seqs[j],
+// whose row is q_start[entry]. Grid (rows, NKV, nsplit), 128 threads: a
+// block takes one row, one KV head and its G query heads, and one of
+// nsplit slices of the keys, in tiles of 64 keys:
 //   - scores: a group of 8 lanes reads one key (16 elements a lane, two
 //     16-byte loads), four groups a warp, 16 keys per pass, four passes;
+//     the tile's values are requested before the scores are summed;
 //   - softmax: warp g keeps head g's running maximum and sum (base-2
 //     exponentials of scores prescaled by log2(e)/sqrt(HD));
 //   - values: warp w sums keys w, w+4, ... of the tile, lane l elements
 //     4l..4l+3, so a warp reads one 256-byte value row per key.
 // The warps' partial outputs are summed in shared memory at the end. With
 // nsplit = 1 the row's output is written (att (rows, NH * 128) bf16); else
-// the unnormalised sums, maximum and sum go to part (rows, NH, nsplit, 130)
-// for q3_attn_combine.
+// the unnormalised sums, maximum and sum go to part (j, NH, nsplit, 130)
+// for q3_attn_combine. (A warp per (row, KV head, slice) without block
+// synchronisation, attention_warp.cu's shape, took 2.99 ms a step against
+// this kernel's 2.47 at batch 128, context 300 on the H100.)
 #define Q3_TILE 64
 #define Q3_HD 128
 
 template <int G>
 __device__ __forceinline__ void q3_attn_rows(bf16_t* att, float* part, const bf16_t* qkv, const bf16_t* kc,
-                                             const bf16_t* vc, const int* pos, const int* row_seq,
-                                             const int* block_tables, const int* bt_stride, int NH, int NKV, int B,
-                                             float scale_log2, int nsplit) {
+                                             const bf16_t* vc, const int* pos, const int* dec_seqs,
+                                             const int* q_start, const int* block_tables, const int* bt_stride,
+                                             int NH, int NKV, int B, float scale_log2, int nsplit) {
     grid_dep_launch();
+    constexpr bool PREFETCH = G <= 4;  // the value registers fit beside the scores' (G = 8 would spill)
     __shared__ float s[G][Q3_TILE];
     __shared__ float corr_s[G];
     __shared__ float red[4][G][Q3_HD];
-    const int row = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
+    const int j = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int entry = dec_seqs[j];
+    const int row = q_start[entry];
     const int ctx = pos[row] + 1;
     const int chunk = (ctx + nsplit - 1) / nsplit;
     const int k0 = split * chunk, k1 = min(ctx, k0 + chunk);
-    const int* bt = block_tables + (size_t)row_seq[row] * bt_stride[0];
+    const int* bt = block_tables + (size_t)entry * bt_stride[0];
     const int width = (NH + 2 * NKV) * Q3_HD;
     grid_dep_wait();
     // This lane's 16 query elements of each head, prescaled.
@@ -202,27 +210,45 @@ __device__ __forceinline__ void q3_attn_rows(bf16_t* att, float* part, const bf1
     // Warp w keeps the running maximum and sum of heads w, w + 4, ...
     float m[(G + 3) / 4], l[(G + 3) / 4];
 #pragma unroll
-    for (int j = 0; j < (G + 3) / 4; j++) m[j] = NEG_INF, l[j] = 0.f;
+    for (int i = 0; i < (G + 3) / 4; i++) m[i] = NEG_INF, l[i] = 0.f;
     float acc[G][4];
 #pragma unroll
     for (int g = 0; g < G; g++) acc[g][0] = acc[g][1] = acc[g][2] = acc[g][3] = 0.f;
     for (int t0 = k0; t0 < k1; t0 += Q3_TILE) {
+        const int nk = min(Q3_TILE, k1 - t0);
+        uint4 kr[4][2];
+#pragma unroll
+        for (int pass = 0; pass < 4; pass++) {
+            const int key = t0 + pass * 16 + warp * 4 + lane / 8;
+            if (key < k1) {
+                const uint4* kp = reinterpret_cast<const uint4*>(kc + kv_offset(bt[key / B], kvh, key % B, NKV, B, Q3_HD) + 16 * sub);
+                kr[pass][0] = kp[0];
+                kr[pass][1] = kp[1];
+            } else {
+                kr[pass][0] = kr[pass][1] = make_uint4(0u, 0u, 0u, 0u);
+            }
+        }
+        uint2 vr[PREFETCH ? 16 : 1];
+        if (PREFETCH) {
+#pragma unroll
+            for (int i = 0; i < 16; i++) {
+                const int kk = warp + 4 * i;
+                vr[i] = kk < nk ? *reinterpret_cast<const uint2*>(vc + kv_offset(bt[(t0 + kk) / B], kvh, (t0 + kk) % B, NKV, B, Q3_HD) + 4 * lane)
+                                : make_uint2(0u, 0u);
+            }
+        }
 #pragma unroll
         for (int pass = 0; pass < 4; pass++) {
             const int kk = pass * 16 + warp * 4 + lane / 8;
-            const int key = t0 + kk;
+            float kf[16];
+            unpack_bf8(kr[pass][0], kf);
+            unpack_bf8(kr[pass][1], kf + 8);
             float dot[G];
 #pragma unroll
-            for (int g = 0; g < G; g++) dot[g] = 0.f;
-            if (key < k1) {
-                const uint4* kp = reinterpret_cast<const uint4*>(kc + kv_offset(bt[key / B], kvh, key % B, NKV, B, Q3_HD) + 16 * sub);
-                float kf[16];
-                unpack_bf8(kp[0], kf);
-                unpack_bf8(kp[1], kf + 8);
+            for (int g = 0; g < G; g++) {
+                dot[g] = 0.f;
 #pragma unroll
-                for (int g = 0; g < G; g++)
-#pragma unroll
-                    for (int e = 0; e < 16; e++) dot[g] += q[g][e] * kf[e];
+                for (int e = 0; e < 16; e++) dot[g] += q[g][e] * kf[e];
             }
 #pragma unroll
             for (int g = 0; g < G; g++) {
@@ -230,20 +256,20 @@ __device__ __forceinline__ void q3_attn_rows(bf16_t* att, float* part, const bf1
                 d += __shfl_xor_sync(0xffffffffu, d, 4);
                 d += __shfl_xor_sync(0xffffffffu, d, 2);
                 d += __shfl_xor_sync(0xffffffffu, d, 1);
-                if (sub == 0) s[g][kk] = key < k1 ? d : NEG_INF;
+                if (sub == 0) s[g][kk] = t0 + kk < k1 ? d : NEG_INF;
             }
         }
         __syncthreads();
 #pragma unroll
-        for (int j = 0; j < (G + 3) / 4; j++) {
-            const int g = warp + 4 * j;
+        for (int i = 0; i < (G + 3) / 4; i++) {
+            const int g = warp + 4 * i;
             if (g >= G) break;
             const float a = s[g][lane], b = s[g][lane + 32];
-            const float mx = fmaxf(m[j], warp_max(fmaxf(a, b)));
-            const float c = mx == NEG_INF ? 1.f : exp2f(m[j] - mx);
+            const float mx = fmaxf(m[i], warp_max(fmaxf(a, b)));
+            const float c = mx == NEG_INF ? 1.f : exp2f(m[i] - mx);
             const float pa = mx == NEG_INF ? 0.f : exp2f(a - mx), pb = mx == NEG_INF ? 0.f : exp2f(b - mx);
-            l[j] = l[j] * c + warp_sum(pa + pb);
-            m[j] = mx;
+            l[i] = l[i] * c + warp_sum(pa + pb);
+            m[i] = mx;
             s[g][lane] = pa;
             s[g][lane + 32] = pb;
             if (lane == 0) corr_s[g] = c;
@@ -255,10 +281,12 @@ __device__ __forceinline__ void q3_attn_rows(bf16_t* att, float* part, const bf1
 #pragma unroll
             for (int e = 0; e < 4; e++) acc[g][e] *= c;
         }
-        const int nk = min(Q3_TILE, k1 - t0);
-        for (int kk = warp; kk < nk; kk += 4) {
-            const int key = t0 + kk;
-            const uint2 raw = *reinterpret_cast<const uint2*>(vc + kv_offset(bt[key / B], kvh, key % B, NKV, B, Q3_HD) + 4 * lane);
+#pragma unroll
+        for (int i = 0; i < 16; i++) {
+            const int kk = warp + 4 * i;
+            if (kk >= nk) break;
+            const uint2 raw = PREFETCH ? vr[PREFETCH ? i : 0]
+                                       : *reinterpret_cast<const uint2*>(vc + kv_offset(bt[(t0 + kk) / B], kvh, (t0 + kk) % B, NKV, B, Q3_HD) + 4 * lane);
             const float v0 = __uint_as_float(raw.x << 16), v1 = __uint_as_float(raw.x & 0xffff0000u);
             const float v2 = __uint_as_float(raw.y << 16), v3 = __uint_as_float(raw.y & 0xffff0000u);
 #pragma unroll
@@ -275,8 +303,8 @@ __device__ __forceinline__ void q3_attn_rows(bf16_t* att, float* part, const bf1
         for (int e = 0; e < 4; e++) red[warp][g][4 * lane + e] = acc[g][e];
     __shared__ float ml[G][2];
 #pragma unroll
-    for (int j = 0; j < (G + 3) / 4; j++)
-        if (warp + 4 * j < G && lane == 0) ml[warp + 4 * j][0] = m[j], ml[warp + 4 * j][1] = l[j];
+    for (int i = 0; i < (G + 3) / 4; i++)
+        if (warp + 4 * i < G && lane == 0) ml[warp + 4 * i][0] = m[i], ml[warp + 4 * i][1] = l[i];
     __syncthreads();
     const int d = threadIdx.x;  // 128 threads, one element each
 #pragma unroll
@@ -287,32 +315,22 @@ __device__ __forceinline__ void q3_attn_rows(bf16_t* att, float* part, const bf1
             const float lg = ml[g][1];
             att[(size_t)row * NH * Q3_HD + (size_t)h * Q3_HD + d] = f2bf(lg > 0.f ? sum / lg : 0.f);
         } else {
-            float* pp = part + (((size_t)row * NH + h) * nsplit + split) * (Q3_HD + 2);
+            float* pp = part + (((size_t)j * NH + h) * nsplit + split) * (Q3_HD + 2);
             pp[d] = sum;
             if (d == 0) pp[Q3_HD] = ml[g][0], pp[Q3_HD + 1] = ml[g][1];
         }
     }
 }
 
-#define Q3_ATTN_KERNEL(G)                                                                                            \
-    extern "C" __global__ void __launch_bounds__(128) q3_attn_rows_##G(                                              \
-        bf16_t* att, float* part, const bf16_t* qkv, const bf16_t* kc, const bf16_t* vc, const int* pos,            \
-        const int* row_seq, const int* block_tables, const int* bt_stride, int NH, int NKV, int B, float scale_log2, \
-        int nsplit) {                                                                                                \
-        q3_attn_rows<G>(att, part, qkv, kc, vc, pos, row_seq, block_tables, bt_stride, NH, NKV, B, scale_log2,       \
-                        nsplit);                                                                                     \
-    }
-Q3_ATTN_KERNEL(1)
-Q3_ATTN_KERNEL(2)
-Q3_ATTN_KERNEL(4)
-Q3_ATTN_KERNEL(8)
-
-// q3_attn_combine merges a row's key slices: grid (rows, NH), 128 threads.
-extern "C" __global__ void q3_attn_combine(bf16_t* att, const float* part, int NH, int nsplit) {
+// q3_attn_combine merges a decode row's key slices: grid (rows, NH), 128
+// threads; row j is q_start[dec_seqs[j]].
+extern "C" __global__ void q3_attn_combine(bf16_t* att, const float* part, const int* dec_seqs, const int* q_start,
+                                           int NH, int nsplit) {
     grid_dep_launch();
+    const int j = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
+    const int row = q_start[dec_seqs[j]];
     grid_dep_wait();
-    const int row = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
-    const float* pp = part + ((size_t)row * NH + h) * nsplit * (Q3_HD + 2);
+    const float* pp = part + ((size_t)j * NH + h) * nsplit * (Q3_HD + 2);
     float M = NEG_INF;
     for (int s = 0; s < nsplit; s++) M = fmaxf(M, pp[s * (Q3_HD + 2) + Q3_HD]);
     float num = 0.f, den = 0.f;
@@ -325,3 +343,180 @@ extern "C" __global__ void q3_attn_combine(bf16_t* att, const float* part, int N
     }
     att[(size_t)row * NH * Q3_HD + (size_t)h * Q3_HD + d] = f2bf(den > 0.f ? num / den : 0.f);
 }
+
+// Prefill attention on the tensor cores, FlashAttention-2 style (the
+// contract and structure of attention_mma.cu, for bf16 and head size 128
+// with grouped-query heads): a block takes 64 query rows of one prompt
+// chunk (tile t: rows q0 = tile_q0[t] .. of entry e = tile_seq[t], rows
+// q_start[e] + q0 + i at positions ctx[e] + q0 + i) and one query head,
+// whose KV head is h / (NH / NKV); 4 warps of 16 rows. For each tile of 64
+// keys from the paged cache, S = Q K^T and O += P V run as mma.sync
+// m16n8k16 (bf16 in, fp32 accumulate) with the online softmax in
+// registers; P never leaves them. Q passes through the key buffer on its
+// way to the registers, and V is stored transposed so both B operands are
+// 32-bit loads.
+#define PF_BR 64
+#define PF_BC 64
+#define PF_KPAD 136  // key row stride in bf16 (272 B): fragment loads avoid bank conflicts
+#define PF_VPAD 72   // transposed value row stride (144 B)
+
+__device__ __forceinline__ void mma16816_bf16(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf2(float lo, float hi) {
+    return (uint32_t)f2bf(lo) | ((uint32_t)f2bf(hi) << 16);
+}
+
+extern "C" __global__ void __launch_bounds__(128) q3_attn_prefill(
+    bf16_t* out, const bf16_t* qkv, const bf16_t* kc, const bf16_t* vc, const int* q_start, const int* q_len,
+    const int* ctx_len, const int* tile_seq, const int* tile_q0, const int* block_tables, const int* bt_stride, int NH,
+    int NKV, int B, float scale) {
+    grid_dep_launch();
+    __shared__ __align__(16) bf16_t Ks[PF_BC][PF_KPAD];
+    __shared__ __align__(16) bf16_t Vt[Q3_HD][PF_VPAD];  // [hd][key]
+    const int s = tile_seq[blockIdx.x], q0 = tile_q0[blockIdx.x], h = blockIdx.y;
+    const int kvh = h / (NH / NKV);
+    const int width = (NH + 2 * NKV) * Q3_HD, C = NH * Q3_HD;
+    const int len = q_len[s], ctx = ctx_len[s], qs = q_start[s];
+    const int* bt = block_tables + (size_t)s * bt_stride[0];
+    const int last = ctx + min(q0 + PF_BR, len) - 1;  // last key position the tile needs
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane >> 2, t4 = lane & 3;
+    grid_dep_wait();
+
+    for (int c = tid; c < PF_BR * Q3_HD / 8; c += blockDim.x) {
+        int r = c / (Q3_HD / 8), part = (c % (Q3_HD / 8)) * 8;
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (q0 + r < len) v = *(const uint4*)(qkv + (size_t)(qs + q0 + r) * width + h * Q3_HD + part);
+        *(uint4*)&Ks[r][part] = v;
+    }
+    __syncthreads();
+    const int r0 = warp * 16 + g;  // this thread's rows in the tile: r0 and r0 + 8
+    uint32_t qa[8][4];
+#pragma unroll
+    for (int kk = 0; kk < 8; kk++) {
+        qa[kk][0] = *(const uint32_t*)&Ks[r0][kk * 16 + t4 * 2];
+        qa[kk][1] = *(const uint32_t*)&Ks[r0 + 8][kk * 16 + t4 * 2];
+        qa[kk][2] = *(const uint32_t*)&Ks[r0][kk * 16 + t4 * 2 + 8];
+        qa[kk][3] = *(const uint32_t*)&Ks[r0 + 8][kk * 16 + t4 * 2 + 8];
+    }
+    const int qp0 = ctx + q0 + r0, qp1 = qp0 + 8;  // absolute positions of the two rows
+    const int warp_last = min(ctx + q0 + warp * 16 + 15, last);
+    float o[16][4];
+#pragma unroll
+    for (int nt = 0; nt < 16; nt++) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.f;
+    float m0 = NEG_INF, m1 = NEG_INF, l0 = 0.f, l1 = 0.f;
+
+    for (int k0 = 0; k0 <= last; k0 += PF_BC) {
+        __syncthreads();  // Q's fragments (first tile) or the last tile's keys are read
+        for (int c = tid; c < PF_BC * Q3_HD / 8; c += blockDim.x) {
+            int key = c / (Q3_HD / 8), part = (c % (Q3_HD / 8)) * 8;
+            int j = k0 + key;
+            uint4 kv = make_uint4(0, 0, 0, 0), vv = kv;  // zeros past the last key: P = 0 must not meet NaN
+            if (j <= last) {
+                size_t off = kv_offset(bt[j / B], kvh, j % B, NKV, B, Q3_HD) + part;
+                kv = *(const uint4*)(kc + off);
+                vv = *(const uint4*)(vc + off);
+            }
+            *(uint4*)&Ks[key][part] = kv;
+            const bf16_t* vh = reinterpret_cast<const bf16_t*>(&vv);
+#pragma unroll
+            for (int i = 0; i < 8; i++) Vt[part + i][key] = vh[i];
+        }
+        __syncthreads();
+        if (k0 > warp_last) continue;  // every key of this tile is in this warp's future
+
+        float sc[8][4];
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++) {
+            sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.f;
+#pragma unroll
+            for (int kk = 0; kk < 8; kk++) {
+                uint32_t b0 = *(const uint32_t*)&Ks[nt * 8 + g][kk * 16 + t4 * 2];
+                uint32_t b1 = *(const uint32_t*)&Ks[nt * 8 + g][kk * 16 + t4 * 2 + 8];
+                mma16816_bf16(sc[nt], qa[kk], b0, b1);
+            }
+        }
+        float mx0 = m0, mx1 = m1;
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++) {
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                int j = k0 + nt * 8 + t4 * 2 + e;
+                float v0 = sc[nt][e] * scale, v1 = sc[nt][2 + e] * scale;
+                if (j > qp0 || j > last) v0 = NEG_INF;
+                if (j > qp1 || j > last) v1 = NEG_INF;
+                sc[nt][e] = v0;
+                sc[nt][2 + e] = v1;
+                mx0 = fmaxf(mx0, v0);
+                mx1 = fmaxf(mx1, v1);
+            }
+        }
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+        // Key 0 is in the first tile and precedes every row, so the maxima are
+        // finite from the first tile on and m - mx is never -inf - -inf.
+        const float c0 = exp2f(m0 - mx0), c1 = exp2f(m1 - mx1);
+        m0 = mx0;
+        m1 = mx1;
+        l0 *= c0;
+        l1 *= c1;
+#pragma unroll
+        for (int nt = 0; nt < 16; nt++) {
+            o[nt][0] *= c0;
+            o[nt][1] *= c0;
+            o[nt][2] *= c1;
+            o[nt][3] *= c1;
+        }
+        uint32_t pa[4][4];
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++) {
+            float p00 = exp2f(sc[nt][0] - m0), p01 = exp2f(sc[nt][1] - m0);
+            float p10 = exp2f(sc[nt][2] - m1), p11 = exp2f(sc[nt][3] - m1);
+            l0 += p00 + p01;
+            l1 += p10 + p11;
+            const int kk = nt / 2, hi = (nt % 2) * 2;
+            pa[kk][hi] = pack_bf2(p00, p01);
+            pa[kk][hi + 1] = pack_bf2(p10, p11);
+        }
+#pragma unroll
+        for (int nt = 0; nt < 16; nt++) {
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) {
+                uint32_t b0 = *(const uint32_t*)&Vt[nt * 8 + g][kk * 16 + t4 * 2];
+                uint32_t b1 = *(const uint32_t*)&Vt[nt * 8 + g][kk * 16 + t4 * 2 + 8];
+                mma16816_bf16(o[nt], pa[kk], b0, b1);
+            }
+        }
+    }
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    const int qi0 = q0 + r0, qi1 = qi0 + 8;
+    const float inv0 = 1.f / l0, inv1 = 1.f / l1;
+#pragma unroll
+    for (int nt = 0; nt < 16; nt++) {
+        int col = h * Q3_HD + nt * 8 + t4 * 2;
+        if (qi0 < len) *(uint32_t*)(out + (size_t)(qs + qi0) * C + col) = pack_bf2(o[nt][0] * inv0, o[nt][1] * inv0);
+        if (qi1 < len) *(uint32_t*)(out + (size_t)(qs + qi1) * C + col) = pack_bf2(o[nt][2] * inv1, o[nt][3] * inv1);
+    }
+}
+
+#define Q3_ATTN_KERNELS(G)                                                                                            \
+    extern "C" __global__ void __launch_bounds__(128, G <= 2 ? 4 : 1) q3_attn_rows_##G(                               \
+        bf16_t* att, float* part, const bf16_t* qkv, const bf16_t* kc, const bf16_t* vc, const int* pos,             \
+        const int* dec_seqs, const int* q_start, const int* block_tables, const int* bt_stride, int NH, int NKV,     \
+        int B, float scale_log2, int nsplit) {                                                                        \
+        q3_attn_rows<G>(att, part, qkv, kc, vc, pos, dec_seqs, q_start, block_tables, bt_stride, NH, NKV, B,          \
+                        scale_log2, nsplit);                                                                          \
+    }
+Q3_ATTN_KERNELS(1)
+Q3_ATTN_KERNELS(2)
+Q3_ATTN_KERNELS(4)
+Q3_ATTN_KERNELS(8)
