@@ -34,6 +34,7 @@ const onlineExamples = `  bench online --scales 0.4,0.8,1.6
 func newOnlineCmd() *cobra.Command {
 	o := online.DefaultOnline()
 	prof := profile.DefaultOptions()
+	var pic pictureOptions
 	var scales string
 	var timeoutReadyS, requestTimeoutS float64
 	backends := strings.Join(o.Servers.Backends, ",")
@@ -75,7 +76,7 @@ records included), online_summary.md and <label>.server.log per backend. The
 results are rewritten after every scale, so an interrupted run leaves valid
 partial results. A scale whose success rate is below --min-success-rate (0.99)
 fails the run; the console and online_summary.md name it with its error kinds.
-Exit status: 0 ok, 1 a backend or scale failed, 130 interrupted.` + profileHelp,
+Exit status: 0 ok, 1 a backend or scale failed, 130 interrupted.` + pictureHelp + profileHelp,
 		Example: onlineExamples,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -102,6 +103,9 @@ Exit status: 0 ok, 1 a backend or scale failed, 130 interrupted.` + profileHelp,
 			if err := prof.Validate(); err != nil {
 				return err
 			}
+			if err := pic.prepare(&o, prof.Only); err != nil {
+				return err
+			}
 			if prof.Only {
 				return profileOnline(prof, o, nil)
 			}
@@ -109,8 +113,7 @@ Exit status: 0 ok, 1 a backend or scale failed, 130 interrupted.` + profileHelp,
 			if err != nil {
 				return err
 			}
-			fmt.Println(rep.ResultsPath)
-			fmt.Println(rep.SummaryPath)
+			pic.after(cmd, o, rep)
 			if prof.Enabled() {
 				return profileOnline(prof, o, rep)
 			}
@@ -159,6 +162,7 @@ Exit status: 0 ok, 1 a backend or scale failed, 130 interrupted.` + profileHelp,
 	registerAPIKey(cmd, &o.Servers.APIKey)
 	backend.RegisterThirdPartyFlags(f, &o.Servers.ThirdParty)
 	profile.RegisterFlags(f, &prof)
+	registerPictureFlags(f, &pic)
 	return cmd
 }
 

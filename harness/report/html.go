@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -30,6 +31,10 @@ type ReportInput struct {
 	Online  *results.Online
 	Offline *results.Offline
 	Figures []ReportFigure // in display order; online_* go with the online section
+	// FigureFiles are the figure files written beside the page (paths
+	// relative to it, e.g. figures/online_ttft_ms.png): each section links
+	// its own, so every figure of the run is one click away.
+	FigureFiles []string
 }
 
 // WriteReportHTML writes one self-contained HTML page (inline CSS and SVG, no
@@ -60,6 +65,7 @@ func WriteReportHTML(w io.Writer, in ReportInput) error {
 		}
 		b.WriteString(markdownToHTML(md.String(), 2))
 		writeFigures(&b, in.Figures, "online_")
+		writeFigureFiles(&b, in.FigureFiles, "online_")
 		writeFidelity(&b, in.Online)
 		b.WriteString("</section>\n")
 	}
@@ -71,6 +77,7 @@ func WriteReportHTML(w io.Writer, in ReportInput) error {
 		}
 		b.WriteString(markdownToHTML(md.String(), 2))
 		writeFigures(&b, in.Figures, "offline_")
+		writeFigureFiles(&b, in.FigureFiles, "offline_")
 		b.WriteString("</section>\n")
 	}
 	b.WriteString("<section id=\"meta\">\n<h2>Run metadata</h2>\n")
@@ -148,6 +155,19 @@ func writeFigures(b *bytes.Buffer, figs []ReportFigure, prefix string) {
 		}
 		fmt.Fprintf(b, "<figure id=\"fig-%s\">\n%s\n", esc(f.Name), inlineSVG(f.SVG, cmp.Or(f.Caption, f.Name)))
 		fmt.Fprintf(b, "<figcaption>%s</figcaption>\n</figure>\n", esc(cmp.Or(f.Caption, f.Name)))
+	}
+}
+
+// writeFigureFiles links the figure files whose names start with prefix.
+func writeFigureFiles(b *bytes.Buffer, files []string, prefix string) {
+	var links []string
+	for _, f := range files {
+		if name := path.Base(f); strings.HasPrefix(name, prefix) {
+			links = append(links, fmt.Sprintf(`<a href="%s">%s</a>`, esc(f), esc(name)))
+		}
+	}
+	if len(links) > 0 {
+		fmt.Fprintf(b, "<p class=\"files\">Figure files: %s</p>\n", strings.Join(links, " · "))
 	}
 }
 
@@ -319,4 +339,5 @@ ul.meta{padding-left:1.2em}
 figure{margin:1.2em 0;text-align:center}
 svg.fig{width:100%;height:auto;max-width:1100px}
 figcaption{font-size:.9em;color:#555}
+p.files{font-size:.85em}
 `

@@ -2,17 +2,14 @@ package report_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/roseinfer/roseinfer/harness/report"
+	"github.com/roseinfer/roseinfer/harness/report/reporttest"
 	"github.com/roseinfer/roseinfer/plots"
 	"github.com/roseinfer/roseinfer/results"
 )
@@ -128,45 +125,8 @@ func TestReportHTML(t *testing.T) {
 	}
 }
 
-// chromiumBinary finds a Chromium to open the report with.
-func chromiumBinary() string {
-	if p := os.Getenv("CHROMIUM"); p != "" {
-		return p
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	return ""
-}
-
-var consoleLine = regexp.MustCompile(`(?m)^.*:CONSOLE[:(].*$`)
-
-// openInChromium loads a page headless and returns its DOM and every console
-// message Chromium logged (it logs console.error and uncaught exceptions as
-// "INFO:CONSOLE" lines on stderr).
-func openInChromium(t *testing.T, bin, page string) (dom string, console []string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--user-data-dir="+t.TempDir(), "--enable-logging=stderr", "--v=0", "--virtual-time-budget=2000",
-		"--dump-dom", "file://"+page)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("chromium: %v\n%s", err, stderr.String())
-	}
-	return stdout.String(), consoleLine.FindAllString(stderr.String(), -1)
-}
-
 func TestReportOpensInChromium(t *testing.T) {
-	bin := chromiumBinary()
-	if bin == "" {
-		t.Skip("chromium not installed (apt-get install -y chromium); skipping the browser check of report.html")
-	}
+	bin := reporttest.RequireChromium(t)
 	dir := t.TempDir()
 	page := filepath.Join(dir, "report.html")
 	html := render(t, reportInput(t, fixtures+"report_ours_online.json", fixtures+"report_ours_offline.json"))
@@ -179,11 +139,11 @@ func TestReportOpensInChromium(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(`<!DOCTYPE html><p>x</p><script>throw new Error("control")</script>`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, console := openInChromium(t, bin, bad); len(console) == 0 {
+	if _, console := reporttest.Open(t, bin, bad); len(console) == 0 {
 		t.Fatal("control page's uncaught error was not seen in Chromium's console log")
 	}
 
-	dom, console := openInChromium(t, bin, page)
+	dom, console := reporttest.Open(t, bin, page)
 	if len(console) > 0 {
 		t.Errorf("console messages opening report.html:\n%s", strings.Join(console, "\n"))
 	}

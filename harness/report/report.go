@@ -14,6 +14,7 @@ package report
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -22,6 +23,10 @@ import (
 	"github.com/roseinfer/roseinfer/plots"
 	"github.com/roseinfer/roseinfer/results"
 )
+
+// FiguresDir is where Write puts the figure files, inside the output
+// directory.
+const FiguresDir = "figures"
 
 // Write reads the run at path (a run directory or one results file, ours or
 // the original harness's) and writes into outputDir ("" = the run directory,
@@ -47,8 +52,10 @@ func Write(path, outputDir string) ([]string, error) {
 			return written, err
 		}
 		written = append(written, p)
+		// A run whose every backend failed has nothing to plot; its page
+		// still says why, so that is no error.
 		online, err := plots.OnlineFigures(on, false, nil)
-		if err != nil {
+		if err != nil && !errors.Is(err, plots.ErrNoOnlineData) {
 			return written, fmt.Errorf("report: %w", err)
 		}
 		figs = append(figs, online...)
@@ -60,15 +67,22 @@ func Write(path, outputDir string) ([]string, error) {
 		}
 		written = append(written, p)
 		fig, err := plots.OfflineThroughputCompare(off)
-		if err != nil {
+		switch {
+		case err == nil:
+			figs = append(figs, fig)
+		case !errors.Is(err, plots.ErrNoOfflineData):
 			return written, fmt.Errorf("report: %w", err)
 		}
-		figs = append(figs, fig)
 	}
-	paths, err := plots.WriteFiles(filepath.Join(outputDir, "figures"), figs)
+	paths, err := plots.WriteFiles(filepath.Join(outputDir, FiguresDir), figs)
 	written = append(written, paths...)
 	if err != nil {
 		return written, err
+	}
+	for _, p := range paths {
+		if rel, err := filepath.Rel(outputDir, p); err == nil {
+			in.FigureFiles = append(in.FigureFiles, filepath.ToSlash(rel))
+		}
 	}
 	// The per-metric figures repeat the 2x2 one; the page embeds only the
 	// overview figures.

@@ -2,10 +2,8 @@ package servers
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"runtime"
-	"strconv"
 
 	"golang.org/x/sys/unix"
 
@@ -106,18 +104,8 @@ func pinClient(cpus string) error {
 	for _, c := range list {
 		set.Set(c)
 	}
-	tasks, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		return fmt.Errorf("--client-cpus: %w", err)
-	}
-	for _, t := range tasks {
-		tid, err := strconv.Atoi(t.Name())
-		if err != nil {
-			continue
-		}
-		if err := unix.SchedSetaffinity(tid, &set); err != nil {
-			return fmt.Errorf("--client-cpus %s: %w", cpus, err)
-		}
+	if err := setThreadAffinity(&set); err != nil {
+		return fmt.Errorf("--client-cpus %s: %w", cpus, err)
 	}
 	runtime.GOMAXPROCS(len(list))
 	return nil
