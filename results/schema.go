@@ -108,6 +108,18 @@ type Request struct {
 	// pooled connection the server had just closed). start_s stays the
 	// first attempt's send time.
 	Retries int `json:"retries,omitempty"`
+	// UsageCachedTokens is the server's usage.prompt_tokens_details.cached_tokens:
+	// prompt tokens its prefix cache supplied (absent when it did not say).
+	UsageCachedTokens *int `json:"usage_cached_tokens,omitempty"`
+	// PrefixImpliedTokens is how many leading prompt tokens the workload
+	// says repeat what the server saw before: a later turn's history (the
+	// previous prompt and answer), or a first prompt's longest prefix shared
+	// with an earlier one (docs/METRICS.md "Prefix cache").
+	PrefixImpliedTokens *int `json:"prefix_implied_tokens,omitempty"`
+	// Turn is the request's 1-based turn in its session, ParentIndex the
+	// trace row of the turn it continues; both absent outside sessions.
+	Turn        int  `json:"turn,omitempty"`
+	ParentIndex *int `json:"parent_index,omitempty"`
 }
 
 // Run is one scale (and round) of one backend.
