@@ -26,14 +26,14 @@ type Params struct {
 	Model        string
 	PromptTokens []int32 // sent as a token-id array unless the quirks say text
 	PromptText   string  // text that round-trips to PromptTokens; used for chat and text-only servers
+	MaxTokens    int
+	Temperature  float64
+	TopP         float64
+	TopK         int
+	IgnoreEOS    bool
 	// Messages, when set, is the conversation sent to the chat endpoint in
 	// place of one user message of PromptText (a session's later turn).
-	Messages    []ChatMessage
-	MaxTokens   int
-	Temperature float64
-	TopP        float64
-	TopK        int
-	IgnoreEOS   bool
+	Messages []ChatMessage
 }
 
 // Quirks are the per-server differences in the request body. The zero value
