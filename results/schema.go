@@ -66,6 +66,24 @@ type Summary struct {
 	Round                  int                `json:"round"`            // 0 for the aggregate; 1..M per round
 	Rounds                 []Summary          `json:"rounds,omitempty"` // per-round summaries with --repeat
 	Spread                 map[string]Spread  `json:"spread,omitempty"` // e.g. "ttft_ms.p99" across rounds
+	// PrefixCache compares the server's prefix-cache hits with those the
+	// workload implies; absent when no request carried either count.
+	PrefixCache *PrefixCache `json:"prefix_cache,omitempty"`
+}
+
+// PrefixCache is a scale's prefix-cache summary over its successful
+// requests (docs/METRICS.md "Prefix cache").
+type PrefixCache struct {
+	NumRequests      int      `json:"num_requests"`             // successful requests counted
+	NumSessionTurns  int      `json:"num_session_turns"`        // of them, later turns of a session (turn >= 2)
+	NumReported      int      `json:"num_reported"`             // of them, with the server's cached_tokens
+	PromptTokens     int64    `json:"prompt_tokens"`            // Σ input_len
+	ImpliedTokens    int64    `json:"implied_tokens"`           // Σ prefix_implied_tokens
+	CachedTokens     *int64   `json:"cached_tokens"`            // Σ usage_cached_tokens; null when none was reported
+	CachedOfImplied  *int64   `json:"cached_of_implied_tokens"` // Σ min(cached, implied)
+	ImpliedHitRate   *float64 `json:"implied_hit_rate"`         // implied / prompt
+	MeasuredHitRate  *float64 `json:"measured_hit_rate"`        // cached / prompt
+	ImpliedHitsFound *float64 `json:"implied_hits_found"`       // Σ min(cached, implied) / implied
 }
 
 // ServerTiming is what roseinfer returns with return_server_timing, in
