@@ -143,10 +143,10 @@ type backendRun struct {
 	// model and quirks are what a session's later turns are built with.
 	model  string
 	quirks client.Quirks
-	launch   backend.LaunchOptions
-	out      *results.Online
-	rep      *Report
-	write    func() error
+	launch backend.LaunchOptions
+	out    *results.Online
+	rep    *Report
+	write  func() error
 }
 
 func (br *backendRun) fail(rec *results.Backend, msg string) {
