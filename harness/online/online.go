@@ -140,13 +140,14 @@ type backendRun struct {
 	spec backend.Spec
 	// endpoint is the route requests go to (--endpoint applied).
 	endpoint client.Endpoint
+	launch   backend.LaunchOptions
+	out      *results.Online
+	rep      *Report
+	write    func() error
+
 	// model and quirks are what a session's later turns are built with.
 	model  string
 	quirks client.Quirks
-	launch backend.LaunchOptions
-	out    *results.Online
-	rep    *Report
-	write  func() error
 }
 
 func (br *backendRun) fail(rec *results.Backend, msg string) {
