@@ -3,6 +3,8 @@
 // finished, so a slow server shows up as latency, never as a lower offered
 // load. It records, per request, the scheduled time t_s next to the actual
 // send time t_0, so harness/metrics can judge whether the client kept up.
+// RunSessions replays conversations: first turns open-loop as above, each
+// later turn after the answer to the turn it continues.
 package replay
 
 import (
