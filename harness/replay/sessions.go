@@ -143,6 +143,10 @@ func (s *sessionRun) dispatch(ctx context.Context) {
 		s.mu.Unlock()
 	}()
 	for {
+		if ctx.Err() != nil {
+			s.round.Interrupted = true
+			return
+		}
 		s.mu.Lock()
 		for len(s.queue) > 0 && !s.queue[0].at.After(time.Now()) {
 			s.send(heap.Pop(&s.queue).(due))
@@ -164,10 +168,6 @@ func (s *sessionRun) dispatch(ctx context.Context) {
 			sleepUntil(wait, timer, target, s.opts.SpinWindow)
 		}
 		cancel()
-		if ctx.Err() != nil {
-			s.round.Interrupted = true
-			return
-		}
 	}
 }
 
