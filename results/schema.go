@@ -66,6 +66,24 @@ type Summary struct {
 	Round                  int                `json:"round"`            // 0 for the aggregate; 1..M per round
 	Rounds                 []Summary          `json:"rounds,omitempty"` // per-round summaries with --repeat
 	Spread                 map[string]Spread  `json:"spread,omitempty"` // e.g. "ttft_ms.p99" across rounds
+	// PrefixCache compares the server's prefix-cache hits with those the
+	// workload implies; absent when no request carried either count.
+	PrefixCache *PrefixCache `json:"prefix_cache,omitempty"`
+}
+
+// PrefixCache is a scale's prefix-cache summary over its successful
+// requests (docs/METRICS.md "Prefix cache").
+type PrefixCache struct {
+	NumRequests      int      `json:"num_requests"`             // successful requests counted
+	NumSessionTurns  int      `json:"num_session_turns"`        // of them, later turns of a session (turn >= 2)
+	NumReported      int      `json:"num_reported"`             // of them, with the server's cached_tokens
+	PromptTokens     int64    `json:"prompt_tokens"`            // Σ input_len
+	ImpliedTokens    int64    `json:"implied_tokens"`           // Σ prefix_implied_tokens
+	CachedTokens     *int64   `json:"cached_tokens"`            // Σ usage_cached_tokens; null when none was reported
+	CachedOfImplied  *int64   `json:"cached_of_implied_tokens"` // Σ min(cached, implied)
+	ImpliedHitRate   *float64 `json:"implied_hit_rate"`         // implied / prompt
+	MeasuredHitRate  *float64 `json:"measured_hit_rate"`        // cached / prompt
+	ImpliedHitsFound *float64 `json:"implied_hits_found"`       // Σ min(cached, implied) / implied
 }
 
 // ServerTiming is what roseinfer returns with return_server_timing, in
@@ -108,6 +126,18 @@ type Request struct {
 	// pooled connection the server had just closed). start_s stays the
 	// first attempt's send time.
 	Retries int `json:"retries,omitempty"`
+	// UsageCachedTokens is the server's usage.prompt_tokens_details.cached_tokens:
+	// prompt tokens its prefix cache supplied (absent when it did not say).
+	UsageCachedTokens *int `json:"usage_cached_tokens,omitempty"`
+	// PrefixImpliedTokens is how many leading prompt tokens the workload
+	// says repeat what the server saw before: a later turn's history (the
+	// previous prompt and answer), or a first prompt's longest prefix shared
+	// with an earlier one (docs/METRICS.md "Prefix cache").
+	PrefixImpliedTokens *int `json:"prefix_implied_tokens,omitempty"`
+	// Turn is the request's 1-based turn in its session, ParentIndex the
+	// trace row of the turn it continues; both absent outside sessions.
+	Turn        int  `json:"turn,omitempty"`
+	ParentIndex *int `json:"parent_index,omitempty"`
 }
 
 // Run is one scale (and round) of one backend.

@@ -14,10 +14,11 @@ import (
 
 // parseJSONL reads Mooncake or Qwen-Bailian lines. Both carry timestamp,
 // input_length, output_length and hash_ids; Mooncake's timestamp is in
-// milliseconds, Qwen's in seconds. Qwen's conversation fields (chat_id,
-// parent_chat_id, turn, type) are checked for type but not kept.
+// milliseconds, Qwen's in seconds. Qwen's conversation fields chat_id,
+// parent_chat_id and turn are kept (checkChats); type is checked, not kept.
 func parseJSONL(br *bufio.Reader, file string, format Format, limit int) ([]Row, error) {
 	var rows []Row
+	var lines []int // each row's line, for the conversation checks
 	lineNo := 0
 	for limit <= 0 || len(rows) < limit {
 		raw, err := br.ReadBytes('\n')
@@ -34,6 +35,7 @@ func parseJSONL(br *bufio.Reader, file string, format Format, limit int) ([]Row,
 				}
 				row.Index = len(rows)
 				rows = append(rows, row)
+				lines = append(lines, lineNo)
 			}
 		}
 		if errors.Is(err, io.EOF) {
@@ -43,7 +45,47 @@ func parseJSONL(br *bufio.Reader, file string, format Format, limit int) ([]Row,
 			return nil, fmt.Errorf("%s: read: %w", file, err)
 		}
 	}
+	if format == FormatQwen {
+		if err := checkChats(rows, lines, file); err != nil {
+			return nil, err
+		}
+	}
 	return rows, nil
+}
+
+// checkChats rejects conversation links a replay cannot follow: a chat_id
+// given twice, and a turn that does not come after its parent (a later
+// timestamp, or the same one on a later line), which also rules out cycles.
+// A parent_chat_id naming no row read is fine: the turn replays as a first
+// turn (its parent may lie beyond --n).
+func checkChats(rows []Row, lines []int, file string) error {
+	byID := make(map[int64]int, len(rows))
+	for i, r := range rows {
+		if r.ChatID < 0 {
+			continue
+		}
+		if j, dup := byID[r.ChatID]; dup {
+			return &RowError{File: file, Line: lines[i], Field: "chat_id",
+				Reason: fmt.Sprintf("%d repeats the chat_id of line %d", r.ChatID, lines[j])}
+		}
+		byID[r.ChatID] = i
+	}
+	for i, r := range rows {
+		if r.ParentChatID < 0 {
+			continue
+		}
+		j, ok := byID[r.ParentChatID]
+		if !ok {
+			continue
+		}
+		p := rows[j]
+		if p.TimestampS > r.TimestampS || (p.TimestampS == r.TimestampS && lines[j] >= lines[i]) {
+			return &RowError{File: file, Line: lines[i], Field: "parent_chat_id",
+				Reason: fmt.Sprintf("parent %d (line %d, timestamp %v) does not come before this turn (timestamp %v)",
+					r.ParentChatID, lines[j], p.TimestampS, r.TimestampS)}
+		}
+	}
+	return nil
 }
 
 func jsonObject(line []byte) (gjson.Result, error) {
@@ -85,12 +127,26 @@ func parseJSONRow(line []byte, format Format) (Row, string, string) {
 		}
 	}
 	if format == FormatQwen {
-		for _, key := range []string{"chat_id", "parent_chat_id", "turn"} {
-			if v := obj.Get(key); v.Exists() {
-				if _, reason := jsonInt(v); reason != "" {
-					return Row{}, key, reason
+		row.HasChat, row.ChatID, row.ParentChatID = true, -1, -1
+		for _, f := range []struct {
+			key string
+			dst *int64
+		}{{"chat_id", &row.ChatID}, {"parent_chat_id", &row.ParentChatID}} {
+			if v := obj.Get(f.key); v.Exists() {
+				if *f.dst, reason = jsonInt(v); reason != "" {
+					return Row{}, f.key, reason
 				}
 			}
+		}
+		if v := obj.Get("turn"); v.Exists() {
+			turn, reason := jsonInt(v)
+			if reason == "" && (turn < 0 || turn > math.MaxInt32) {
+				reason = fmt.Sprintf("out of range: %d", turn)
+			}
+			if reason != "" {
+				return Row{}, "turn", reason
+			}
+			row.Turn = int(turn)
 		}
 		if v := obj.Get("type"); v.Exists() && v.Type != gjson.String {
 			return Row{}, "type", "want a string, got " + jsonType(v)

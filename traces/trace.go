@@ -28,6 +28,15 @@ type Row struct {
 	InputLen   int     // prompt tokens
 	OutputLen  int     // generated tokens
 	HashIDs    []int64 // prefix-block hashes (Mooncake, Qwen); nil when the format has none
+
+	// Conversation structure (Qwen-Bailian, synthetic sessions; HasChat
+	// false elsewhere). ChatID names this request; ParentChatID names the
+	// request whose answer this one continues, < 0 for a first turn; Turn is
+	// 1-based. A negative ChatID (absent in the file) is never a parent.
+	HasChat      bool
+	ChatID       int64
+	ParentChatID int64
+	Turn         int
 }
 
 // Format names a trace file format.
@@ -160,9 +169,14 @@ func Parse(r io.Reader, name string, opts Options) (*Trace, error) {
 	if len(rows) == 0 {
 		return nil, fmt.Errorf("%s: no data rows", name)
 	}
-	// Stable: rows with equal timestamps (Mooncake has many) keep file order.
-	sort.SliceStable(rows, func(i, j int) bool { return rows[i].TimestampS < rows[j].TimestampS })
+	sortRows(rows)
 	return &Trace{Name: name, Format: format, Rows: rows}, nil
+}
+
+// sortRows sorts by time. Stable: rows with equal timestamps (Mooncake has
+// many) keep file order.
+func sortRows(rows []Row) {
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].TimestampS < rows[j].TimestampS })
 }
 
 // firstLine returns the first non-blank line, and a reader that still yields

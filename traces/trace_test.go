@@ -102,10 +102,14 @@ func TestQwenSample(t *testing.T) {
 	}
 	// Sorted by time (seconds, not ms); the two 2.75 s rows keep file order.
 	want := []Row{
-		{Index: 1, TimestampS: 0.25, InputLen: 16, OutputLen: 3, HashIDs: []int64{3}},
-		{Index: 0, TimestampS: 0.5, InputLen: 40, OutputLen: 12, HashIDs: []int64{0, 1, 2}},
-		{Index: 2, TimestampS: 2.75, InputLen: 70, OutputLen: 30, HashIDs: []int64{0, 1, 9, 10, 11}},
-		{Index: 3, TimestampS: 2.75, InputLen: 33, OutputLen: 1, HashIDs: []int64{6, 7, 8}},
+		{Index: 1, TimestampS: 0.25, InputLen: 16, OutputLen: 3, HashIDs: []int64{3},
+			HasChat: true, ChatID: 1002, ParentChatID: -1, Turn: 1},
+		{Index: 0, TimestampS: 0.5, InputLen: 40, OutputLen: 12, HashIDs: []int64{0, 1, 2},
+			HasChat: true, ChatID: 1001, ParentChatID: -1, Turn: 1},
+		{Index: 2, TimestampS: 2.75, InputLen: 70, OutputLen: 30, HashIDs: []int64{0, 1, 9, 10, 11},
+			HasChat: true, ChatID: 1003, ParentChatID: 1001, Turn: 2},
+		{Index: 3, TimestampS: 2.75, InputLen: 33, OutputLen: 1, HashIDs: []int64{6, 7, 8},
+			HasChat: true, ChatID: 1004, ParentChatID: -1, Turn: 1},
 	}
 	if !reflect.DeepEqual(tr.Rows, want) {
 		t.Errorf("rows =\n%+v\nwant\n%+v", tr.Rows, want)
@@ -228,6 +232,16 @@ func TestMalformedRows(t *testing.T) {
 		{"jsonl hash_ids element", `{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [1, "x"]}`, "", 1, "hash_ids", "element 1"},
 		{"qwen turn type", `{"chat_id": 1, "timestamp": 0, "input_length": 1, "output_length": 1, "turn": "one"}`, "", 1, "turn", "want a number"},
 		{"qwen type type", `{"chat_id": 1, "timestamp": 0, "input_length": 1, "output_length": 1, "type": 3}`, "", 1, "type", "want a string"},
+		{"qwen chat_id type", `{"chat_id": "a", "timestamp": 0, "input_length": 1, "output_length": 1}`, "", 1, "chat_id", "want a number"},
+		{"qwen parent_chat_id not integral", `{"chat_id": 1, "parent_chat_id": 0.5, "timestamp": 0, "input_length": 1, "output_length": 1}`, "", 1, "parent_chat_id", "not an integer"},
+		{"qwen negative turn", `{"chat_id": 1, "timestamp": 0, "input_length": 1, "output_length": 1, "turn": -2}`, "", 1, "turn", "out of range"},
+		{"qwen repeated chat_id", `{"chat_id": 7, "timestamp": 0, "input_length": 1, "output_length": 1}` + "\n\n" +
+			`{"chat_id": 7, "timestamp": 1, "input_length": 1, "output_length": 1}`, "", 3, "chat_id", "repeats the chat_id of line 1"},
+		{"qwen child before its parent", `{"chat_id": 2, "parent_chat_id": 1, "timestamp": 1, "input_length": 1, "output_length": 1}` + "\n" +
+			`{"chat_id": 1, "parent_chat_id": -1, "timestamp": 2, "input_length": 1, "output_length": 1}`, "", 1, "parent_chat_id", "does not come before"},
+		{"qwen child on an earlier line at the same time", `{"chat_id": 2, "parent_chat_id": 1, "timestamp": 1, "input_length": 1, "output_length": 1}` + "\n" +
+			`{"chat_id": 1, "timestamp": 1, "input_length": 1, "output_length": 1}`, "", 1, "parent_chat_id", "line 2"},
+		{"qwen own parent", `{"chat_id": 1, "parent_chat_id": 1, "timestamp": 1, "input_length": 1, "output_length": 1}`, "", 1, "parent_chat_id", "does not come before"},
 	}
 	dir := t.TempDir()
 	for i, tt := range tests {

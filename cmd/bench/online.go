@@ -29,7 +29,8 @@ const onlineExamples = `  bench online --scales 0.4,0.8,1.6
   bench online --backends roseinfer --trace traces/data/mooncake_conversation.jsonl --n 200 --repeat 3 --warmup-requests 5
   bench online --base-url http://10.0.0.5:8000 --model gpt2
   bench online --variant "nooverlap=--no-overlap-schedule" --variant "nocache=--no-prefix-cache"
-  bench online --device sim --server-args "--sim-step-us 1000" --slo ttft=200ms,tpot=50ms`
+  bench online --device sim --server-args "--sim-step-us 1000" --slo ttft=200ms,tpot=50ms
+  bench online --sessions 20 --turns 3 --think-time-s 0.5 --variant "nocache=--no-prefix-cache"`
 
 func newOnlineCmd() *cobra.Command {
 	o := online.DefaultOnline()
@@ -91,6 +92,9 @@ Exit status: 0 ok, 1 a backend or scale failed, 130 interrupted.` + pictureHelp 
 			o.Servers.TimeoutReady = seconds(timeoutReadyS)
 			o.Load.RequestTimeout = seconds(requestTimeoutS)
 			o.Servers.APIKey = apiKey(cmd, o.Servers.APIKey)
+			if err := checkSessionFlags(cmd, &o.Workload); err != nil {
+				return err
+			}
 			onCPU := o.Servers.BaseURL == "" && o.Servers.Device == "cpu" && onlyRoseinfer(o.Servers.Backends)
 			if onCPU && !cmd.Flags().Changed("n") {
 				o.Workload.N = cpuDefaultN
@@ -160,6 +164,7 @@ Exit status: 0 ok, 1 a backend or scale failed, 130 interrupted.` + pictureHelp 
 	f.StringVar(&o.Servers.GPU, "gpu", "", "CUDA_VISIBLE_DEVICES for launched servers (default: inherited)")
 	f.StringVar(&o.Output.OutputDir, "output-dir", o.Output.OutputDir, "parent of the run directory online_<YYYYmmdd_HHMMSS>")
 	registerAPIKey(cmd, &o.Servers.APIKey)
+	registerSessionFlags(cmd, &o.Workload)
 	backend.RegisterThirdPartyFlags(f, &o.Servers.ThirdParty)
 	profile.RegisterFlags(f, &prof)
 	registerPictureFlags(f, &pic)

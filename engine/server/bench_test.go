@@ -21,7 +21,7 @@ func BenchmarkChunkEncode(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		c.add(engine.Output{Token: ids[i%len(ids)]})
-		enc.appendChoiceChunk(c, c.sendableText(), "", chunkExtras{usage: &usage{12, i, 12 + i}})
+		enc.appendChoiceChunk(c, c.sendableText(), "", chunkExtras{usage: &usage{PromptTokens: 12, CompletionTokens: i, TotalTokens: 12 + i}})
 		c.sent()
 		enc.buf = enc.buf[:0]
 	}

@@ -212,12 +212,15 @@ func (x *exchange) finish(clientGone bool) {
 	}
 }
 
-// usage sums the choices' token counts.
+// usage sums the choices' token counts: the final usage of a request whose
+// choices have all finished. The cached-token count comes from each choice's
+// engine Timing, complete once its last output was received.
 func (x *exchange) usage() usage {
-	var u usage
+	u := usage{PromptTokensDetails: &promptTokensDetails{}}
 	for _, c := range x.choices {
 		u.PromptTokens += c.numPromptTokens
 		u.CompletionTokens += c.numTokens
+		u.PromptTokensDetails.CachedTokens += c.stream.Timing().NumCachedTokens
 	}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	return u

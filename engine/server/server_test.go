@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -64,8 +65,8 @@ func TestCompletionNonStreaming(t *testing.T) {
 		c.Choices[0].FinishReason != "length" {
 		t.Errorf("choice: %+v, want text %q ids %v", c.Choices, tok.Decode(want), want)
 	}
-	wantUsage := usage{len(tok.Encode("Hello")), 5, len(tok.Encode("Hello")) + 5}
-	if c.Usage != wantUsage {
+	wantUsage := usage{len(tok.Encode("Hello")), 5, len(tok.Encode("Hello")) + 5, &promptTokensDetails{}}
+	if !reflect.DeepEqual(c.Usage, wantUsage) {
 		t.Errorf("usage %+v, want %+v", c.Usage, wantUsage)
 	}
 	if c.ServerTiming != nil {
@@ -96,7 +97,7 @@ func TestCompletionStreaming(t *testing.T) {
 			}
 			last := chunks[len(chunks)-1]
 			numPrompt := len(tok.Encode("Hello"))
-			if len(last.Choices) != 0 || last.Usage == nil || *last.Usage != (usage{numPrompt, 7, numPrompt + 7}) {
+			if len(last.Choices) != 0 || last.Usage == nil || !reflect.DeepEqual(*last.Usage, usage{numPrompt, 7, numPrompt + 7, &promptTokensDetails{}}) {
 				t.Errorf("usage chunk: %s", last.raw)
 			}
 			id := chunks[0].ID
@@ -106,6 +107,9 @@ func TestCompletionStreaming(t *testing.T) {
 				}
 				if continuous && c.Usage == nil {
 					t.Errorf("chunk %d lacks continuous usage: %s", i, c.raw)
+				}
+				if continuous && c.Usage != nil && c.Usage.PromptTokensDetails != nil {
+					t.Errorf("chunk %d: prompt_tokens_details belongs in the final usage only: %s", i, c.raw)
 				}
 				if !continuous && (c.Usage != nil || !strings.Contains(string(c.raw), `"usage":null`)) {
 					t.Errorf("chunk %d: want usage null: %s", i, c.raw)

@@ -45,6 +45,16 @@ type usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
+	// PromptTokensDetails is set in a request's final usage only (as vLLM
+	// reports it): continuous per-chunk usage leaves it out.
+	PromptTokensDetails *promptTokensDetails `json:"prompt_tokens_details,omitempty"`
+}
+
+// promptTokensDetails is OpenAI's breakdown of the prompt tokens.
+type promptTokensDetails struct {
+	// CachedTokens are the prompt tokens whose KV the prefix cache supplied
+	// at admission (whole blocks; never the prompt's last token).
+	CachedTokens int `json:"cached_tokens"`
 }
 
 // chunkExtras are the optional top-level fields after "choices".
@@ -110,6 +120,11 @@ func appendExtras(b []byte, x chunkExtras) []byte {
 		b = strconv.AppendInt(b, int64(x.usage.CompletionTokens), 10)
 		b = append(b, `,"total_tokens":`...)
 		b = strconv.AppendInt(b, int64(x.usage.TotalTokens), 10)
+		if d := x.usage.PromptTokensDetails; d != nil {
+			b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
+			b = strconv.AppendInt(b, int64(d.CachedTokens), 10)
+			b = append(b, '}')
+		}
 		b = append(b, '}')
 	case x.usageNull:
 		b = append(b, `,"usage":null`...)

@@ -49,7 +49,8 @@ func (x *exchange) stream() (clientGone bool) {
 		}
 		var extras chunkExtras
 		if x.p.continuousUsage {
-			extras.usage = &usage{c.numPromptTokens, c.numTokens, c.numPromptTokens + c.numTokens}
+			extras.usage = &usage{PromptTokens: c.numPromptTokens, CompletionTokens: c.numTokens,
+				TotalTokens: c.numPromptTokens + c.numTokens}
 		} else if x.p.includeUsage {
 			extras.usageNull = true
 		}

@@ -31,6 +31,9 @@ type Params struct {
 	TopP         float64
 	TopK         int
 	IgnoreEOS    bool
+	// Messages, when set, is the conversation sent to the chat endpoint in
+	// place of one user message of PromptText (a session's later turn).
+	Messages []ChatMessage
 }
 
 // Quirks are the per-server differences in the request body. The zero value
@@ -71,7 +74,8 @@ type streamOptions struct {
 	ContinuousUsageStats bool `json:"continuous_usage_stats,omitempty"`
 }
 
-type chatMessage struct {
+// ChatMessage is one message of a chat request.
+type ChatMessage struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
 }
@@ -80,7 +84,7 @@ type chatMessage struct {
 type body struct {
 	Model              string         `json:"model"`
 	Prompt             any            `json:"prompt,omitempty"`
-	Messages           []chatMessage  `json:"messages,omitempty"`
+	Messages           []ChatMessage  `json:"messages,omitempty"`
 	MaxTokens          int            `json:"max_tokens"`
 	Temperature        float64        `json:"temperature"`
 	TopP               float64        `json:"top_p"`
@@ -108,8 +112,10 @@ func BuildBody(p Params, q Quirks) ([]byte, error) {
 		ReturnTokenIDs: q.ReturnTokenIDs,
 	}
 	switch {
+	case q.Endpoint == ChatCompletions && p.Messages != nil:
+		b.Messages = p.Messages
 	case q.Endpoint == ChatCompletions:
-		b.Messages = []chatMessage{{Role: "user", Content: p.PromptText}}
+		b.Messages = []ChatMessage{{Role: "user", Content: p.PromptText}}
 	case q.PromptAsTokenIDs:
 		if len(p.PromptTokens) == 0 {
 			return nil, fmt.Errorf("empty token-id prompt")

@@ -19,6 +19,7 @@ type chunk struct {
 	tokenIDs        int // len(choices[0].token_ids); -1 when absent
 	usageCompletion int // usage.completion_tokens; -1 when absent
 	usagePrompt     int // usage.prompt_tokens; -1 when absent
+	usageCached     int // usage.prompt_tokens_details.cached_tokens; -1 when absent
 	finishReason    string
 	serverTiming    *results.ServerTiming
 }
@@ -36,7 +37,7 @@ func parseChunk(data []byte) (chunk, error) {
 		return chunk{}, fmt.Errorf("invalid JSON in stream: %.200q", data)
 	}
 	root := gjson.Parse(unsafe.String(unsafe.SliceData(data), len(data)))
-	c := chunk{tokenIDs: -1, usageCompletion: -1, usagePrompt: -1}
+	c := chunk{tokenIDs: -1, usageCompletion: -1, usagePrompt: -1, usageCached: -1}
 	if msg, isErr := streamError(root); isErr {
 		c.errMsg = strings.Clone(msg)
 		return c, nil
@@ -68,6 +69,9 @@ func parseChunk(data []byte) (chunk, error) {
 		if v := usage.Get("prompt_tokens"); v.Type == gjson.Number {
 			c.usagePrompt = int(v.Int())
 		}
+		if v := usage.Get("prompt_tokens_details.cached_tokens"); v.Type == gjson.Number {
+			c.usageCached = int(v.Int())
+		}
 	}
 	if st := root.Get("server_timing"); st.IsObject() {
 		var t results.ServerTiming
@@ -77,6 +81,18 @@ func parseChunk(data []byte) (chunk, error) {
 		c.serverTiming = &t
 	}
 	return c, nil
+}
+
+// appendTokenIDs appends the generated token ids a chunk lists
+// (choices[0].token_ids) to dst. It parses the chunk a second time, so the
+// client calls it only when asked to keep ids (Options.KeepTokenIDs).
+func appendTokenIDs(dst []int32, data []byte) []int32 {
+	ids := gjson.GetBytes(data, "choices.0.token_ids")
+	ids.ForEach(func(_, id gjson.Result) bool {
+		dst = append(dst, int32(id.Int()))
+		return true
+	})
+	return dst
 }
 
 // finishReason returns a copy of s, without allocating for the usual values.

@@ -2,6 +2,7 @@ package client
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 )
 
@@ -48,5 +49,34 @@ func TestParseChunkCountsTokenIDs(t *testing.T) {
 		if c.tokenIDs != tc.want {
 			t.Errorf("%s: %d token ids, want %d", tc.json, c.tokenIDs, tc.want)
 		}
+	}
+}
+
+func TestParseChunkCachedTokens(t *testing.T) {
+	for _, tc := range []struct {
+		json string
+		want int
+	}{
+		// vLLM's and roseinfer's final usage.
+		{`{"choices":[],"usage":{"prompt_tokens":40,"completion_tokens":2,"total_tokens":42,"prompt_tokens_details":{"cached_tokens":32}}}`, 32},
+		{`{"choices":[],"usage":{"prompt_tokens":40,"prompt_tokens_details":{"cached_tokens":0}}}`, 0},
+		{`{"choices":[],"usage":{"prompt_tokens":40,"prompt_tokens_details":null}}`, -1},
+		{`{"choices":[],"usage":{"prompt_tokens":40}}`, -1},
+	} {
+		c, err := parseChunk([]byte(tc.json))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.json, err)
+		}
+		if c.usageCached != tc.want {
+			t.Errorf("%s: cached %d, want %d", tc.json, c.usageCached, tc.want)
+		}
+	}
+}
+
+func TestAppendTokenIDs(t *testing.T) {
+	got := appendTokenIDs([]int32{1}, []byte(`{"choices":[{"text":"a","token_ids":[50256,0,7]}]}`))
+	got = appendTokenIDs(got, []byte(`{"choices":[{"text":"b"}]}`))
+	if !slices.Equal(got, []int32{1, 50256, 0, 7}) {
+		t.Errorf("ids %v", got)
 	}
 }

@@ -40,6 +40,10 @@ type Options struct {
 	// CountTokens, when set, counts the tokens of a chunk's text. It is used
 	// only when a server gives neither token ids nor usage per chunk.
 	CountTokens func(text string) int
+	// KeepTokenIDs keeps the generated token ids each chunk lists
+	// (Result.TokenIDs): a session replay builds the next turn's prompt from
+	// them. Off, the ids are only counted.
+	KeepTokenIDs bool
 }
 
 // Client sends streaming requests to one server.
@@ -107,7 +111,7 @@ const (
 // once more on a new connection; Result.Retries counts it, and Result.Sent
 // stays the first attempt's send time.
 func (c *Client) Do(ctx context.Context, endpoint Endpoint, body []byte) *Result {
-	res := &Result{Called: time.Now(), UsagePromptTokens: -1, UsageCompletionTokens: -1}
+	res := &Result{Called: time.Now(), UsagePromptTokens: -1, UsageCompletionTokens: -1, UsageCachedTokens: -1}
 	if c.opts.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
@@ -246,6 +250,9 @@ func (c *Client) readStream(ctx context.Context, bodyReader io.Reader, res *Resu
 			break
 		}
 		counter.add(res, ck, ev.at)
+		if c.opts.KeepTokenIDs && ck.tokenIDs > 0 {
+			res.TokenIDs = appendTokenIDs(res.TokenIDs, ev.data)
+		}
 	}
 	counter.resolve(res, c.opts.CountTokens)
 	if sawDone {

@@ -35,11 +35,17 @@ type Result struct {
 	FinishReason          string
 	UsagePromptTokens     int // -1 when the server sent no usage
 	UsageCompletionTokens int // -1 when the server sent no usage
-	ServerTiming          *results.ServerTiming
-	CountSource           CountSource
-	Err                   error
-	ErrKind               string
-	Retries               int // attempts after the first (0 or 1): see Client.Do
+	// UsageCachedTokens is usage.prompt_tokens_details.cached_tokens: the
+	// prompt tokens the server's prefix cache supplied; -1 when not sent.
+	UsageCachedTokens int
+	// TokenIDs are the generated ids the chunks listed, in order, when
+	// Options.KeepTokenIDs is set (nil when the server lists none).
+	TokenIDs     []int32
+	ServerTiming *results.ServerTiming
+	CountSource  CountSource
+	Err          error
+	ErrKind      string
+	Retries      int // attempts after the first (0 or 1): see Client.Do
 }
 
 func (r *Result) fail(kind string, err error) {
@@ -99,6 +105,11 @@ func (r *Result) Fill(rec *results.Request, roundStart time.Time) {
 		v := r.UsageCompletionTokens
 		rec.UsageCompletionTokens = &v
 	}
+	rec.UsageCachedTokens = nil
+	if r.UsageCachedTokens >= 0 {
+		v := r.UsageCachedTokens
+		rec.UsageCachedTokens = &v
+	}
 	rec.ServerTiming = r.ServerTiming
 	rec.TokenCountSource = string(r.CountSource)
 	rec.Retries = r.Retries
@@ -127,6 +138,9 @@ func (tc *tokenCounter) add(res *Result, ck chunk, at time.Time) {
 	}
 	if ck.usagePrompt >= 0 {
 		res.UsagePromptTokens = ck.usagePrompt
+	}
+	if ck.usageCached >= 0 {
+		res.UsageCachedTokens = ck.usageCached
 	}
 	if ck.serverTiming != nil {
 		res.ServerTiming = ck.serverTiming

@@ -110,6 +110,7 @@ func SummarizeScale(reqs []results.Request, opts ScaleOptions) results.Summary {
 	s.SendLagMs = Summarize(sendLag)
 	s.Valid, s.InvalidReason = Validity(s.SendLagMs, opts.MaxSendLagP99Ms)
 	addServerTiming(&s, reqs)
+	s.PrefixCache = PrefixCache(reqs)
 	return s
 }
 

@@ -58,5 +58,21 @@ func onlineMeta(o *OnlineOptions, w *workload.Workload, labels []string) map[str
 		"variants":              o.Servers.Variants,
 		"host":                  o.Servers.Host,
 		"port_base":             o.Servers.PortBase,
+		"sessions":              sessionsMeta(o, w),
 	}
+}
+
+// sessionsMeta says how the replay treats conversations: null when it sends
+// independent requests only.
+func sessionsMeta(o *OnlineOptions, w *workload.Workload) any {
+	if !w.HasSessions() {
+		return nil
+	}
+	m := map[string]any{"dropped_turns": w.NumDroppedTurns()}
+	if s := o.Workload.Sessions; s.NumSessions > 0 {
+		m["synthetic"] = map[string]any{"sessions": s.NumSessions, "turns": s.NumTurns, "think_time_s": s.ThinkTimeS,
+			"session_rate": s.RatePerS, "input_len": s.InputLen, "turn_input_len": s.TurnInputLen,
+			"output_len": s.OutputLen}
+	}
+	return m
 }

@@ -53,6 +53,10 @@ func Online(ctx, abort context.Context, o OnlineOptions) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if n := w.NumDroppedTurns(); n > 0 {
+		fmt.Fprintf(o.Output.Log, "sessions: %d later turns left out: their history outgrows the %d-token context\n",
+			n, w.Context().Effective())
+	}
 	slo, err := parseSLO(o.Load.SLO)
 	if err != nil {
 		return nil, err
@@ -140,6 +144,10 @@ type backendRun struct {
 	out      *results.Online
 	rep      *Report
 	write    func() error
+
+	// model and quirks are what a session's later turns are built with.
+	model  string
+	quirks client.Quirks
 }
 
 func (br *backendRun) fail(rec *results.Backend, msg string) {
@@ -182,14 +190,14 @@ func (br *backendRun) run(ctx, abort context.Context, versions map[string]any) {
 
 	model := srv.RequestModel(o.Servers.Model)
 	q := o.Workload.Quirks(br.spec.Quirks)
-	br.endpoint = q.Endpoint
+	br.endpoint, br.model, br.quirks = q.Endpoint, model, q
 	bodies, err := br.w.Bodies(&o.Workload, model, q)
 	if err != nil {
 		br.fail(rec, err.Error())
 		return
 	}
 	c := client.New(client.Options{BaseURL: srv.BaseURL, MaxConcurrency: len(bodies), Timeout: o.Load.RequestTimeout,
-		APIKey: br.spec.APIKey, CountTokens: workload.CountTokens})
+		APIKey: br.spec.APIKey, CountTokens: workload.CountTokens, KeepTokenIDs: br.w.HasSessions()})
 	defer c.Close()
 
 	warm, err := br.w.WarmupBodies(&o.Workload, model, q)
@@ -237,12 +245,19 @@ func (br *backendRun) runScale(ctx, abort context.Context, c *client.Client, srv
 		if o.Output.Progress != nil {
 			bar = o.Output.Progress.Start(label, scale, round, o.Load.Repeat, len(items))
 		}
-		r := replay.Run(ctx, items, replay.Options{Client: c, Endpoint: br.endpoint, RequestContext: abort,
+		ropts := replay.Options{Client: c, Endpoint: br.endpoint, RequestContext: abort,
 			OnDone: func(*results.Request) {
 				if bar != nil {
 					bar.Add(1)
 				}
-			}})
+			}}
+		var r *replay.Round
+		if br.w.HasSessions() {
+			conv := br.w.Conversations(&o.Workload, br.model, br.quirks)
+			r = replay.RunSessions(ctx, items, conv.Follow, ropts)
+		} else {
+			r = replay.Run(ctx, items, ropts)
+		}
 		if len(r.Requests) == 0 {
 			if bar != nil {
 				bar.Finish("interrupted before the first request")
@@ -331,6 +346,9 @@ func scaleLine(label string, scale float64, round, rounds int, s results.Summary
 		ms(s.ITLMs.P90), ms(s.SendLagMs.P99))
 	if s.NumRetries > 0 {
 		line += fmt.Sprintf(", retried=%d", s.NumRetries)
+	}
+	if pc := s.PrefixCache; pc != nil && pc.ImpliedHitsFound != nil {
+		line += fmt.Sprintf(", prefix hits %.1f%% of implied", *pc.ImpliedHitsFound*100)
 	}
 	if !s.Valid {
 		line += " INVALID: " + s.InvalidReason

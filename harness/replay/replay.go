@@ -3,6 +3,8 @@
 // finished, so a slow server shows up as latency, never as a lower offered
 // load. It records, per request, the scheduled time t_s next to the actual
 // send time t_0, so harness/metrics can judge whether the client kept up.
+// RunSessions replays conversations: first turns open-loop as above, each
+// later turn after the answer to the turn it continues.
 package replay
 
 import (
@@ -25,6 +27,42 @@ type Item struct {
 	InputLen  int
 	OutputLen int // requested max_tokens
 	Body      []byte
+	// ImpliedTokens is the prompt's prefix the workload implies the server
+	// has seen (recorded as prefix_implied_tokens); nil: not known.
+	ImpliedTokens *int
+	// Session places the item in a conversation; nil for an independent
+	// request. Run sends every item at AtS regardless; RunSessions sends a
+	// later turn after the turn it continues (see Turn).
+	Session *Turn
+}
+
+// Turn is an item's place in its session.
+type Turn struct {
+	Number int // 1-based
+	// Parent is the index in the items of the turn this one continues, -1
+	// for a first turn (sent at AtS).
+	Parent int
+	// GapS is how long after the parent's answer ended this turn is sent:
+	// the think time, already scaled.
+	GapS float64
+}
+
+// stamp writes what the record knows of items[i] before it is sent.
+func stamp(rec *results.Request, items []Item, i int) {
+	it := &items[i]
+	rec.Index, rec.InputLen, rec.OutputLen, rec.ScheduledS = it.Index, it.InputLen, it.OutputLen, it.AtS
+	rec.PrefixImpliedTokens = nil
+	if it.ImpliedTokens != nil {
+		v := *it.ImpliedTokens
+		rec.PrefixImpliedTokens = &v
+	}
+	if t := it.Session; t != nil {
+		rec.Turn = t.Number
+		if p := parentOf(items, i); p >= 0 {
+			row := items[p].Index
+			rec.ParentIndex = &row
+		}
+	}
 }
 
 // Options configure Run.
@@ -102,7 +140,7 @@ func Run(ctx context.Context, items []Item, opts Options) *Round {
 		}
 		rec := &recs[sent]
 		sent++
-		rec.Index, rec.InputLen, rec.OutputLen, rec.ScheduledS = it.Index, it.InputLen, it.OutputLen, it.AtS
+		stamp(rec, items, i)
 		wg.Add(1)
 		go func(body []byte) {
 			defer wg.Done()

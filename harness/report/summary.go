@@ -88,6 +88,9 @@ func WriteOnlineSummary(w io.Writer, on *results.Online) error {
 	if err := renderMarkdown(w, header, align, cells); err != nil {
 		return err
 	}
+	if err := writePrefixCache(w, rows); err != nil {
+		return err
+	}
 	if err := writeLowSuccess(w, on, rows); err != nil {
 		return err
 	}

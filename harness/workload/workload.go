@@ -44,6 +44,13 @@ type Options struct {
 	WarmupRequests  int
 	WarmupInputLen  int
 	WarmupOutputLen int
+
+	// Sessions, with NumSessions > 0, replaces the trace by synthetic
+	// conversations (--sessions N --turns K ...).
+	Sessions traces.SessionOptions
+	// IndependentTurns (--independent-turns) replays a trace's later turns
+	// as independent requests at their timestamps, as before sessions.
+	IndependentTurns bool
 }
 
 // GPT-2's context and vocabulary: the defaults without a checkpoint
@@ -77,9 +84,14 @@ type Workload struct {
 	trace   *traces.Trace
 	context traces.Context
 	rows    []traces.Row // clamped, sorted by time
-	prompts [][]int32
-	warmup  []int32 // the warmup prompt: a prefix of the same base sequence
-	model   *Model  // nil without a checkpoint directory
+	prompts [][]int32    // a session's later turns: an independent prompt, sent only by Run
+	warmup  []int32      // the warmup prompt: a prefix of the same base sequence
+	model   *Model       // nil without a checkpoint directory
+	// implied is each row's prefix shared with an earlier prompt of the
+	// replay (sharedPrefixes); -1 for a session's later turns, whose
+	// history is known only when they are sent.
+	implied  []int
+	sessions *sessions // nil: every row is an independent request
 }
 
 // Load reads --trace (the first --n rows), clamps the rows to the
@@ -90,7 +102,7 @@ func Load(o *Options) (*Workload, error) {
 	if err != nil {
 		return nil, err
 	}
-	tr, err := traces.Load(o.TracePath, traces.Options{Format: format, N: o.N})
+	tr, err := loadTrace(o, format)
 	if err != nil {
 		return nil, err
 	}
@@ -113,6 +125,17 @@ func Load(o *Options) (*Workload, error) {
 	if err != nil {
 		return nil, err
 	}
+	var sess *sessions
+	var newLens []int
+	if !o.IndependentTurns && traces.HasSessions(tr.Rows) {
+		rows, sess, newLens = planSessions(tr.Rows, rows, ctx)
+		if sess.numDropped > 0 && tr.Format == traces.FormatSessions {
+			return nil, fmt.Errorf("--sessions: a session's last turn needs %d prompt tokens and %d output tokens, "+
+				"more than the %d the context allows (--model-max-len, --prompt-overhead-tokens); lower --turns, "+
+				"--session-input-len, --session-turn-input-len or --session-output-len",
+				o.Sessions.LastPromptLen(), o.Sessions.OutputLen, ctx.Effective())
+		}
+	}
 	mode, err := traces.ParsePrefixMode(o.PrefixMode)
 	if err != nil {
 		return nil, err
@@ -124,9 +147,20 @@ func Load(o *Options) (*Workload, error) {
 		BlockSizeTokens: tr.Format.BlockSizeTokens(),
 		TokenIDs:        tokenIDs,
 	}
-	prompts, err := traces.BuildPrompts(rows, popts)
-	if err != nil {
+	var prompts [][]int32
+	if tr.Format == traces.FormatSessions {
+		prompts = uniquePrompts(rows, popts)
+	} else if prompts, err = traces.BuildPrompts(rows, popts); err != nil {
 		return nil, fmt.Errorf("prompts for %s: %w", tr.Name, err)
+	}
+	implied := sharedPrefixes(prompts, func(i int) bool { return sess != nil && sess.parent[i] >= 0 })
+	if sess != nil {
+		sess.newInput = make([][]int32, len(rows))
+		for i, n := range newLens {
+			if n > 0 {
+				sess.newInput[i] = uniquePrompt(traces.Row{Index: rows[i].Index, InputLen: n}, popts)
+			}
+		}
 	}
 	// The warmup prompt is built the same way (same seed), so it is a
 	// prefix of the base sequence, as in the original.
@@ -139,7 +173,40 @@ func Load(o *Options) (*Workload, error) {
 		return nil, err
 	}
 	return &Workload{trace: tr, context: ctx, rows: rows, prompts: prompts,
-		warmup: traces.MapTokenIDs(base, tokenIDs), model: m}, nil
+		warmup: traces.MapTokenIDs(base, tokenIDs), model: m, implied: implied, sessions: sess}, nil
+}
+
+// loadTrace reads --trace, or generates --sessions' conversations.
+func loadTrace(o *Options, format traces.Format) (*traces.Trace, error) {
+	if o.Sessions.NumSessions == 0 {
+		return traces.Load(o.TracePath, traces.Options{Format: format, N: o.N})
+	}
+	if o.TracePath != "" {
+		return nil, fmt.Errorf("--sessions makes its own conversations: it cannot replay --trace %s as well", o.TracePath)
+	}
+	return traces.SyntheticSessions(o.Sessions)
+}
+
+// uniquePrompts gives every row a prompt of its own (synthetic sessions: no
+// conversation shares a prefix with another).
+func uniquePrompts(rows []traces.Row, popts traces.PromptOptions) [][]int32 {
+	out := make([][]int32, len(rows))
+	for i, r := range rows {
+		out[i] = uniquePrompt(r, popts)
+	}
+	return out
+}
+
+// uniquePrompt is r.InputLen ids drawn for r.Index alone: a trace prompt
+// without hash ids, mapped to the tokenizer's regular ids when there is a
+// table.
+func uniquePrompt(r traces.Row, popts traces.PromptOptions) []int32 {
+	r.HashIDs = nil
+	vocab := popts.VocabSize
+	if popts.TokenIDs != nil {
+		vocab = len(popts.TokenIDs)
+	}
+	return traces.MapTokenIDs(traces.TracePrompt(r, 0, popts.Seed, vocab), popts.TokenIDs)
 }
 
 // Trace is the trace the workload was read from.
@@ -156,7 +223,7 @@ func (w *Workload) Context() traces.Context { return w.context }
 func (w *Workload) Head(n int) *Workload {
 	h := *w
 	n = min(max(n, 0), len(w.rows))
-	h.rows, h.prompts = w.rows[:n], w.prompts[:n]
+	h.rows, h.prompts, h.implied = w.rows[:n], w.prompts[:n], w.implied[:n]
 	return &h
 }
 
@@ -173,14 +240,45 @@ func (w *Workload) promptText(ids []int32, q client.Quirks) (string, error) {
 	if q.PromptAsTokenIDs && q.Endpoint != client.ChatCompletions {
 		return "", nil
 	}
+	return w.textOf(ids)
+}
+
+// tokenizer is the prompts' tokenizer: the checkpoint's, else GPT-2's.
+func (w *Workload) tokenizer() (*tokenizer.Tokenizer, error) {
 	if w.model != nil {
-		return w.model.Tokenizer.Decode(ids), nil
+		return w.model.Tokenizer, nil
 	}
 	tok, err := tokenizer.Default()
 	if err != nil {
-		return "", fmt.Errorf("GPT-2 tokenizer for text prompts: %w", err)
+		return nil, fmt.Errorf("GPT-2 tokenizer for text prompts: %w", err)
+	}
+	return tok, nil
+}
+
+// textOf decodes ids with the prompts' tokenizer.
+func (w *Workload) textOf(ids []int32) (string, error) {
+	tok, err := w.tokenizer()
+	if err != nil {
+		return "", err
 	}
 	return tok.Decode(ids), nil
+}
+
+// decode is textOf for ids whose tokenizer already decoded a prompt (a
+// session's first turn): it cannot fail then.
+func (w *Workload) decode(ids []int32) string {
+	text, _ := w.textOf(ids)
+	return text
+}
+
+// encode tokenizes an answer that came without token ids (approximate: the
+// server's tokenizer may differ); nil if there is no tokenizer.
+func (w *Workload) encode(text string) []int32 {
+	tok, err := w.tokenizer()
+	if err != nil {
+		return nil
+	}
+	return tok.Encode(text)
 }
 
 // CountTokens is the client's last-resort token counter (a server that sends
@@ -208,16 +306,21 @@ func (w *Workload) body(o *Options, model string, prompt []int32, maxTokens int,
 	if err != nil {
 		return nil, err
 	}
-	return client.BuildBody(client.Params{
-		Model:        model,
-		PromptTokens: prompt,
-		PromptText:   text,
-		MaxTokens:    maxTokens,
-		Temperature:  o.Temperature,
-		TopP:         o.TopP,
-		TopK:         o.TopK,
-		IgnoreEOS:    o.IgnoreEOS,
-	}, q)
+	p := o.params(model, maxTokens)
+	p.PromptTokens, p.PromptText = prompt, text
+	return client.BuildBody(p, q)
+}
+
+// params are a request's settings but its prompt.
+func (o *Options) params(model string, maxTokens int) client.Params {
+	return client.Params{
+		Model:       model,
+		MaxTokens:   maxTokens,
+		Temperature: o.Temperature,
+		TopP:        o.TopP,
+		TopK:        o.TopK,
+		IgnoreEOS:   o.IgnoreEOS,
+	}
 }
 
 // Bodies encodes every row's request for one backend; q is the backend's
@@ -250,8 +353,12 @@ func (w *Workload) WarmupBodies(o *Options, model string, q client.Quirks) ([][]
 	return out, nil
 }
 
-// Items schedules the rows at one scale (trace times divided by it, plus
-// offsetS), each carrying its body from Bodies.
+// Items schedules the rows at one scale (trace times multiplied by it, plus
+// offsetS), each carrying its body from Bodies and the prefix it shares
+// with an earlier prompt. In a session workload each item also carries its
+// turn: replay.RunSessions sends a later turn its scaled think time after
+// the turn it continues, with the body Conversations builds (replay.Run
+// sends it at its own time with its Bodies body, as an independent request).
 func (w *Workload) Items(bodies [][]byte, scale, offsetS float64) ([]replay.Item, error) {
 	at, err := traces.Schedule(w.rows, scale, offsetS)
 	if err != nil {
@@ -260,6 +367,12 @@ func (w *Workload) Items(bodies [][]byte, scale, offsetS float64) ([]replay.Item
 	items := make([]replay.Item, len(w.rows))
 	for i, r := range w.rows {
 		items[i] = replay.Item{Index: r.Index, AtS: at[i], InputLen: r.InputLen, OutputLen: r.OutputLen, Body: bodies[i]}
+		if n := w.implied[i]; n >= 0 {
+			items[i].ImpliedTokens = &n
+		}
+		if s := w.sessions; s != nil {
+			items[i].Session = &replay.Turn{Number: s.turn[i], Parent: s.parent[i], GapS: s.gapS[i] * scale}
+		}
 	}
 	return items, nil
 }
