@@ -32,6 +32,10 @@ type Options struct {
 	VocabSize   int    // 0 = GPT-2's 50257; the range of GPT-2's draws (ModelDir's tokenizer decides otherwise)
 	PrefixMode  string // base | trace
 	Seed        int64
+	// Arrivals is when rows arrive at scale 1: "" or "trace", the trace's
+	// timestamps; "poisson", Poisson arrivals at 1 req/s drawn from Seed
+	// (traces.PoissonArrivals), so scale 1/λ offers λ req/s.
+	Arrivals string
 
 	// Every request's sampling and route.
 	Temperature float64
@@ -113,6 +117,13 @@ func Load(o *Options) (*Workload, error) {
 	if err != nil {
 		return nil, err
 	}
+	switch o.Arrivals {
+	case "", "trace":
+	case "poisson":
+		rows = traces.PoissonArrivals(rows, o.Seed)
+	default:
+		return nil, fmt.Errorf("arrivals %q: want trace or poisson", o.Arrivals)
+	}
 	mode, err := traces.ParsePrefixMode(o.PrefixMode)
 	if err != nil {
 		return nil, err
@@ -147,6 +158,11 @@ func (w *Workload) Trace() *traces.Trace { return w.trace }
 
 // NumRows is how many rows the workload replays.
 func (w *Workload) NumRows() int { return len(w.rows) }
+
+// MeanRate is the rows' mean arrival rate at scale 1 in req/s
+// (traces.MeanRate): scale s offers MeanRate / s. 0 when the rows span no
+// time. With poisson arrivals it is exactly 1.
+func (w *Workload) MeanRate() float64 { return traces.MeanRate(w.rows) }
 
 // Context is the model context the rows were clamped to.
 func (w *Workload) Context() traces.Context { return w.context }
