@@ -68,6 +68,12 @@ func (o *SearchOptions) Validate() error {
 	return nil
 }
 
+// Passes is the rule every probe is held to: valid, and at least Target
+// of its requests met every SLO.
+func (o *SearchOptions) Passes(out Outcome) bool {
+	return out.Valid && out.Attainment >= o.Target
+}
+
 // Phase says why a load was probed.
 type Phase string
 
@@ -186,7 +192,7 @@ func (s *search) next() (float64, Phase, Stop) {
 
 // record applies one probe's outcome to the bracket.
 func (s *search) record(load float64, phase Phase, out Outcome) {
-	pass := out.Valid && out.Attainment >= s.o.Target
+	pass := s.o.Passes(out)
 	r := s.res
 	r.Steps = append(r.Steps, Step{Load: load, Phase: phase, Outcome: out, Pass: pass})
 	if pass {

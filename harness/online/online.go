@@ -45,9 +45,9 @@ func Online(ctx, abort context.Context, o OnlineOptions) (*Report, error) {
 		if ctx.Err() != nil {
 			break
 		}
-		b := r.Start(ctx, i)
-		if b == nil {
-			continue
+		b, err := r.Start(ctx, i)
+		if err != nil {
+			continue // recorded in the results and the report
 		}
 		for _, scale := range o.Load.Scales {
 			if ctx.Err() != nil || !b.br.runScale(ctx, abort, scale) {

@@ -1,7 +1,9 @@
 package online
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -125,20 +127,24 @@ func (r *Runner) Labels() []string {
 	return labels
 }
 
-// Start launches backend i (of Labels) and warms it up. It returns nil when
-// that failed or the run was interrupted; a failure is in the report and
-// the results, with the backend's error.
-func (r *Runner) Start(ctx context.Context, i int) *Backend {
+// Start launches backend i (of Labels) and warms it up. When that failed
+// it returns the backend's error (also in the report and the results);
+// when the run was interrupted, ctx's error.
+func (r *Runner) Start(ctx context.Context, i int) (*Backend, error) {
 	o := &r.o
 	br := &backendRun{o: o, w: r.w, slo: r.slo, spec: r.specs[i], out: r.out, rep: r.rep, write: r.write,
 		launch: backend.LaunchOptions{Host: o.Servers.Host, PortBase: o.Servers.PortBase, UsedPorts: r.usedPorts, RunDir: r.runDir,
 			ReadyTimeout: o.Servers.TimeoutReady, Prefix: r.prefix}}
 	if !br.start(ctx, r.versions) {
 		br.stop()
-		return nil
+		return nil, br.err(ctx)
 	}
-	return &Backend{br: br}
+	return &Backend{br: br}, nil
 }
+
+// Failures are the failures recorded so far: after Open, the skipped
+// backends.
+func (r *Runner) Failures() []string { return append([]string(nil), r.rep.Failures...) }
 
 // Close writes the final results and returns the report.
 func (r *Runner) Close(ctx context.Context) (*Report, error) {
@@ -157,27 +163,42 @@ type Backend struct {
 func (b *Backend) Label() string { return b.br.spec.Label }
 
 // Replay runs every round (--repeat) of one scale, records them and writes
-// the results, and returns the scale's summary over its rounds. ok is false
-// when the backend failed (its server died: the error is in the results)
-// or ctx was cancelled; the summary is then whatever finished. A scale given
-// twice adds rounds to the raw records and its summary is that of the later
-// replay.
-func (b *Backend) Replay(ctx, abort context.Context, scale float64) (results.Summary, bool) {
+// the results, and returns the scale's summary over its rounds. The error
+// is the backend's when it failed (its server died; also in the results)
+// or ctx's when the run was interrupted; the summary is then whatever
+// finished. A scale given twice adds rounds to the raw records, and its
+// summary is that of the later replay.
+func (b *Backend) Replay(ctx, abort context.Context, scale float64) (results.Summary, error) {
 	br := b.br
 	if !containsScale(br.out.Meta["scales"], scale) {
 		br.out.Meta["scales"] = append(toScales(br.out.Meta["scales"]), scale)
 	}
 	ok := br.runScale(ctx, abort, scale)
+	var err error
+	if !ok || br.rec.Error != "" {
+		err = br.err(ctx)
+	}
 	for _, s := range br.out.Summaries {
 		if s.Backend == br.spec.Label && s.Scale == scale {
-			return s, ok && br.rec.Error == ""
+			return s, err
 		}
 	}
-	return results.Summary{Backend: br.spec.Label, Scale: scale}, false
+	return results.Summary{Backend: br.spec.Label, Scale: scale}, cmp.Or(err, errors.New("no request of the scale was sent"))
 }
 
 // Stop stops the backend's server and records its timing.
 func (b *Backend) Stop() { b.br.stop() }
+
+// err is why the backend stopped: its recorded error, else ctx's.
+func (br *backendRun) err(ctx context.Context) error {
+	if br.rec.Error != "" {
+		return errors.New(br.rec.Error)
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return errors.New("stopped")
+}
 
 func toScales(v any) []float64 {
 	s, _ := v.([]float64)
