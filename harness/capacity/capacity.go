@@ -83,15 +83,12 @@ func Run(ctx, abort context.Context, o Options) (*Report, error) {
 	if log == nil {
 		log = io.Discard
 	}
-	runDir, err := rundir.Make(o.Online.Output.RunDir, o.Online.Output.OutputDir, "capacity")
-	if err != nil {
-		return nil, err
-	}
-	o.Online.Output.RunDir = runDir
+	o.Online.Output.Kind = "capacity"
 	runner, err := online.Open(ctx, o.Online)
 	if err != nil {
 		return nil, err
 	}
+	runDir := runner.RunDir()
 	w := runner.Workload()
 	baseRate := w.MeanRate()
 	if baseRate == 0 {

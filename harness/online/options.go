@@ -48,6 +48,7 @@ type Load struct {
 type Output struct {
 	OutputDir string // parent of online_<YYYYmmdd_HHMMSS>/
 	RunDir    string // exact run directory (tests); overrides OutputDir
+	Kind      string // the run directory's prefix: "" = online (bench capacity: capacity)
 	Log       io.Writer
 	Progress  Progress
 }

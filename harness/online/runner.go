@@ -58,7 +58,7 @@ func Open(ctx context.Context, o OnlineOptions) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	runDir, err := rundir.Make(o.Output.RunDir, o.Output.OutputDir, "online")
+	runDir, err := rundir.Make(o.Output.RunDir, o.Output.OutputDir, cmp.Or(o.Output.Kind, "online"))
 	if err != nil {
 		return nil, err
 	}
