@@ -247,12 +247,12 @@ func resultLine(bk *results.CapacityBackend) string {
 	if bk.CapacityReqS == nil {
 		return fmt.Sprintf("no capacity found after %d probes: %s", len(bk.Probes), report.CapacityVerdict(bk))
 	}
-	hi := "none failed"
+	hi := "no load failed"
 	if bk.Bracket.HiReqS != nil {
-		hi = fmt.Sprintf("%.4g", *bk.Bracket.HiReqS)
+		hi = fmt.Sprintf("%.4g req/s failed", *bk.Bracket.HiReqS)
 	}
-	return fmt.Sprintf("capacity %.4g req/s (scale %.4g), bracket %.4g – %s req/s, %d probes: %s",
-		*bk.CapacityReqS, *bk.CapacityScale, *bk.Bracket.LoReqS, hi, len(bk.Probes), report.CapacityVerdict(bk))
+	return fmt.Sprintf("capacity %.4g req/s (scale %.4g; %s), %d probes: %s",
+		*bk.CapacityReqS, *bk.CapacityScale, hi, len(bk.Probes), report.CapacityVerdict(bk))
 }
 
 func capacityMeta(o *Options, so *SearchOptions, mode string, baseRate float64) map[string]any {
