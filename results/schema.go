@@ -56,6 +56,7 @@ type Summary struct {
 	ErrorsByKind           map[string]int     `json:"errors_by_kind"`
 	NumRetries             int                `json:"num_retries"`       // requests re-sent once on a new connection
 	GoodputReqPerS         *float64           `json:"goodput_req_per_s"` // null without --slo
+	SLOAttainment          *float64           `json:"slo_attainment"`    // share of requests meeting every SLO; null without --slo
 	SLO                    map[string]float64 `json:"slo,omitempty"`     // metric -> threshold ms
 	Valid                  bool               `json:"valid"`
 	InvalidReason          string             `json:"invalid_reason,omitempty"`    // e.g. send lag p99 over threshold

@@ -63,6 +63,7 @@ func newRootCmd() *cobra.Command {
   bench online    replay a real request trace open-loop at several load scales
                   against each backend and record TTFT, TPOT, per-token ITL and E2E
   bench offline   fixed-length generation throughput (req/s, tok/s)
+  bench capacity  the highest load at which a server keeps requests within an SLO
   bench merge     merge results files of several runs
 
 With no flags, "bench online" launches roseinfer (CPU, built-in tiny model) and

@@ -33,13 +33,11 @@ const onlineExamples = `  bench online --scales 0.4,0.8,1.6
   bench online --sessions 20 --turns 3 --think-time-s 0.5 --variant "nocache=--no-prefix-cache"`
 
 func newOnlineCmd() *cobra.Command {
-	o := online.DefaultOnline()
+	of := newOnlineFlags(online.DefaultOnline())
+	o := &of.o
 	prof := profile.DefaultOptions()
 	var pic pictureOptions
 	var scales string
-	var timeoutReadyS, requestTimeoutS float64
-	backends := strings.Join(o.Servers.Backends, ",")
-	serverArgs := ""
 	cmd := &cobra.Command{
 		Use:   "online",
 		Short: "Replay a request trace open-loop against each backend at several load scales",
@@ -85,54 +83,89 @@ Exit status: 0 ok, 1 a backend or scale failed, 130 interrupted.` + pictureHelp 
 			if o.Load.Scales, err = parseFloats(scales); err != nil {
 				return fmt.Errorf("--scales: %w", err)
 			}
-			o.Servers.Backends = splitList(backends)
-			if o.Servers.ServerArgs, err = backend.SplitArgs(serverArgs); err != nil {
-				return fmt.Errorf("--server-args: %w", err)
-			}
-			o.Servers.TimeoutReady = seconds(timeoutReadyS)
-			o.Load.RequestTimeout = seconds(requestTimeoutS)
-			o.Servers.APIKey = apiKey(cmd, o.Servers.APIKey)
-			if err := checkSessionFlags(cmd, &o.Workload); err != nil {
+			if err := of.apply(cmd); err != nil {
 				return err
 			}
-			onCPU := o.Servers.BaseURL == "" && o.Servers.Device == "cpu" && onlyRoseinfer(o.Servers.Backends)
-			if onCPU && !cmd.Flags().Changed("n") {
-				o.Workload.N = cpuDefaultN
-			}
-			if onCPU && !cmd.Flags().Changed("max-output-len") {
-				o.Workload.MaxOutputLen = cpuDefaultMaxOutputLen
-			}
-			o.Output.Log = os.Stderr
-			o.Output.Progress = newProgress(os.Stderr)
 			if err := prof.Validate(); err != nil {
 				return err
 			}
-			if err := pic.prepare(&o, prof.Only); err != nil {
+			if err := pic.prepare(o, prof.Only); err != nil {
 				return err
 			}
 			if prof.Only {
-				return profileOnline(prof, o, nil)
+				return profileOnline(prof, *o, nil)
 			}
-			rep, err := online.Online(sig.stop, sig.abort, o)
+			rep, err := online.Online(sig.stop, sig.abort, *o)
 			if err != nil {
 				return err
 			}
-			pic.after(cmd, o, rep)
+			pic.after(cmd, *o, rep)
 			if prof.Enabled() {
-				return profileOnline(prof, o, rep)
+				return profileOnline(prof, *o, rep)
 			}
 			return finish(rep)
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&scales, "scales", "0.4,0.5,0.6,0.7,0.8,1.6", "comma list of trace time multipliers, one replay each (smaller = more load)")
+	f.Float64Var(&o.Load.MinSuccessRate, "min-success-rate", o.Load.MinSuccessRate, "a scale whose share of successful requests is below this fails the run (exit 1, after writing results); 0 turns it off")
+	of.register(cmd)
+	profile.RegisterFlags(f, &prof)
+	registerPictureFlags(f, &pic)
+	return cmd
+}
+
+// onlineFlags are the flags bench online shares with bench capacity (the
+// servers, the workload, the rounds, the SLO and the validity rule), bound
+// to one OnlineOptions.
+type onlineFlags struct {
+	o                              online.OnlineOptions
+	backends, serverArgs           string
+	timeoutReadyS, requestTimeoutS float64
+}
+
+func newOnlineFlags(o online.OnlineOptions) *onlineFlags {
+	return &onlineFlags{o: o, backends: strings.Join(o.Servers.Backends, ",")}
+}
+
+// apply turns the parsed flags into of.o: lists split, durations made, the
+// CPU-sized defaults applied, output to the terminal.
+func (of *onlineFlags) apply(cmd *cobra.Command) error {
+	o := &of.o
+	var err error
+	o.Servers.Backends = splitList(of.backends)
+	if o.Servers.ServerArgs, err = backend.SplitArgs(of.serverArgs); err != nil {
+		return fmt.Errorf("--server-args: %w", err)
+	}
+	o.Servers.TimeoutReady = seconds(of.timeoutReadyS)
+	o.Load.RequestTimeout = seconds(of.requestTimeoutS)
+	o.Servers.APIKey = apiKey(cmd, o.Servers.APIKey)
+	if err := checkSessionFlags(cmd, &o.Workload); err != nil {
+		return err
+	}
+	onCPU := o.Servers.BaseURL == "" && o.Servers.Device == "cpu" && onlyRoseinfer(o.Servers.Backends)
+	if onCPU && !cmd.Flags().Changed("n") {
+		o.Workload.N = cpuDefaultN
+	}
+	if onCPU && !cmd.Flags().Changed("max-output-len") {
+		o.Workload.MaxOutputLen = cpuDefaultMaxOutputLen
+	}
+	o.Output.Log = os.Stderr
+	o.Output.Progress = newProgress(os.Stderr)
+	return nil
+}
+
+// register adds the shared flags to cmd.
+func (of *onlineFlags) register(cmd *cobra.Command) {
+	o, backends, serverArgs := &of.o, &of.backends, &of.serverArgs
+	f := cmd.Flags()
 	f.StringVar(&o.Servers.Model, "model", o.Servers.Model, `roseinfer: HF checkpoint directory to serve ("" = built-in tiny model); --base-url: model id to request ("" = the server's first)`)
-	f.StringVar(&backends, "backends", backends, "comma list of backends, run in order")
+	f.StringVar(backends, "backends", *backends, "comma list of backends, run in order")
 	f.StringVar(&o.Servers.BaseURL, "base-url", "", "benchmark a running OpenAI-compatible server at this root URL instead of launching one")
 	f.StringVar(&o.Servers.Device, "device", o.Servers.Device, "roseinfer --device: cpu, sim, cuda or auto")
-	f.StringVar(&serverArgs, "server-args", "", `extra "roseinfer serve" flags for every roseinfer run, e.g. "--max-num-seqs 64"`)
+	f.StringVar(serverArgs, "server-args", "", `extra "roseinfer serve" flags for every roseinfer run, e.g. "--max-num-seqs 64"`)
 	f.StringArrayVar(&o.Servers.Variants, "variant", nil, `LABEL=FLAGS: an extra roseinfer run labelled roseinfer+LABEL with these serve flags (repeatable)`)
 	f.StringVar(&o.Servers.RoseinferBin, "roseinfer-bin", "", "roseinfer executable (default: next to bench, then $PATH, then go build)")
-	f.StringVar(&scales, "scales", "0.4,0.5,0.6,0.7,0.8,1.6", "comma list of trace time multipliers, one replay each (smaller = more load)")
 	f.IntVar(&o.Workload.N, "n", 1000, fmt.Sprintf("trace rows replayed (the first N of the file); roseinfer on the CPU: %d", cpuDefaultN))
 	f.StringVar(&o.Workload.TracePath, "trace", "", "trace file: Azure CSV, Mooncake/Qwen JSONL or BurstGPT CSV (default: bundled Azure 2023 conversation)")
 	f.StringVar(&o.Workload.TraceFormat, "trace-format", "", "trace format: azure, mooncake, qwen or burstgpt (default: detected)")
@@ -151,24 +184,20 @@ Exit status: 0 ok, 1 a backend or scale failed, 130 interrupted.` + pictureHelp 
 	f.IntVar(&o.Workload.WarmupRequests, "warmup-requests", o.Workload.WarmupRequests, "sequential warmup requests per backend before the first scale (0 = none)")
 	f.IntVar(&o.Workload.WarmupInputLen, "warmup-input-len", o.Workload.WarmupInputLen, "warmup prompt tokens")
 	f.IntVar(&o.Workload.WarmupOutputLen, "warmup-output-len", o.Workload.WarmupOutputLen, "warmup max_tokens")
-	f.IntVar(&o.Load.Repeat, "repeat", o.Load.Repeat, "rounds per scale; with more than one, per-round summaries and mean ± 95% CI")
+	f.IntVar(&o.Load.Repeat, "repeat", o.Load.Repeat, "rounds per scale (bench capacity: per probe, pooled); with more than one, per-round summaries and mean ± 95% CI")
 	f.StringVar(&o.Load.SLO, "slo", "", "service-level objectives for goodput, e.g. ttft=200ms,tpot=50ms (also e2e)")
-	f.Float64Var(&o.Load.MinSuccessRate, "min-success-rate", o.Load.MinSuccessRate, "a scale whose share of successful requests is below this fails the run (exit 1, after writing results); 0 turns it off")
 	f.Float64Var(&o.Load.SendLagThresholdMs, "send-lag-threshold-ms", o.Load.SendLagThresholdMs, "a scale whose send-lag p99 exceeds this is marked invalid")
-	f.Float64Var(&timeoutReadyS, "timeout-ready-s", o.Servers.TimeoutReady.Seconds(), "max seconds to wait for a server to become ready")
-	f.Float64Var(&requestTimeoutS, "request-timeout-s", o.Load.RequestTimeout.Seconds(), "per-request timeout in seconds (0 = none)")
+	f.Float64Var(&of.timeoutReadyS, "timeout-ready-s", o.Servers.TimeoutReady.Seconds(), "max seconds to wait for a server to become ready")
+	f.Float64Var(&of.requestTimeoutS, "request-timeout-s", o.Load.RequestTimeout.Seconds(), "per-request timeout in seconds (0 = none)")
 	f.StringVar(&o.Servers.Host, "host", o.Servers.Host, "bind host of launched servers and client target")
 	f.IntVar(&o.Servers.PortBase, "port-base", o.Servers.PortBase, "backend i gets the first free port >= port-base + i")
 	f.StringVar(&o.Servers.ServerCPUs, "server-cpus", "", `pin launched servers to these CPUs (taskset list, e.g. "0-3"; "none": no pinning); default: first half`)
 	f.StringVar(&o.Servers.ClientCPUs, "client-cpus", "", `pin the harness to these CPUs ("none": no pinning); default: the other half`)
 	f.StringVar(&o.Servers.GPU, "gpu", "", "CUDA_VISIBLE_DEVICES for launched servers (default: inherited)")
-	f.StringVar(&o.Output.OutputDir, "output-dir", o.Output.OutputDir, "parent of the run directory online_<YYYYmmdd_HHMMSS>")
+	f.StringVar(&o.Output.OutputDir, "output-dir", o.Output.OutputDir, "parent of the run directory <command>_<YYYYmmdd_HHMMSS>")
 	registerAPIKey(cmd, &o.Servers.APIKey)
 	registerSessionFlags(cmd, &o.Workload)
 	backend.RegisterThirdPartyFlags(f, &o.Servers.ThirdParty)
-	profile.RegisterFlags(f, &prof)
-	registerPictureFlags(f, &pic)
-	return cmd
 }
 
 // finish turns a run report into the exit status.

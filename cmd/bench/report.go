@@ -24,7 +24,10 @@ original harness's) and write, into RUN_DIR (or --output-dir):
   report.html                             one file with the tables, the figures as inline
                                           SVG, replay fidelity (send lag), warnings for
                                           invalid scales and failed backends, run metadata
-                                          and versions; opens in a browser with no network`,
+                                          and versions; opens in a browser with no network
+
+A bench capacity run directory (capacity.json beside online_results.json) also
+gets capacity_summary.md, figures/capacity_goodput.* and a Capacity section.`,
 		Example: `  bench report results/runs/online_20261120_010000
   bench report results/baselines/cpu-tiny --output-dir /tmp/cpu-report`,
 		Args: cobra.ExactArgs(1),

@@ -55,7 +55,8 @@ func Duration(reqs []results.Request) float64 {
 // (TTFT, TTFT from scheduled, E2E and TPOT per request; ITL and ICL pooled);
 // send lag covers every request sent, since it measures the client.
 // req/s = successes / duration, tok/s = Σ N / duration, goodput = good
-// requests / duration (docs/METRICS.md "Per scale").
+// requests / duration, SLO attainment = good requests / requests
+// (docs/METRICS.md "Per scale").
 func SummarizeScale(reqs []results.Request, opts ScaleOptions) results.Summary {
 	s := results.Summary{
 		Backend:      opts.Backend,
@@ -104,6 +105,7 @@ func SummarizeScale(reqs []results.Request, opts ScaleOptions) results.Summary {
 	if opts.SLO != nil {
 		s.SLO = opts.SLO
 		s.GoodputReqPerS = ptr(float64(countGood(reqs, opts.SLO)) / s.DurationS)
+		s.SLOAttainment = ptr(opts.SLO.Attainment(reqs))
 	}
 	s.TTFTMs, s.TTFTScheduledMs, s.E2EMs = Summarize(ttft), Summarize(ttftSched), Summarize(e2e)
 	s.TPOTMs, s.ITLMs, s.ICLMs = Summarize(tpot), Summarize(itl), Summarize(icl)

@@ -32,7 +32,7 @@ func TestSummarizeScale(t *testing.T) {
 	got := s
 	got.TTFTMs, got.TTFTScheduledMs, got.E2EMs, got.TPOTMs, got.ITLMs, got.ICLMs, got.SendLagMs =
 		results.Stats{}, results.Stats{}, results.Stats{}, results.Stats{}, results.Stats{}, results.Stats{}, results.Stats{}
-	got.GoodputReqPerS, got.SLO, got.Valid, got.InvalidReason = nil, nil, false, ""
+	got.GoodputReqPerS, got.SLOAttainment, got.SLO, got.Valid, got.InvalidReason = nil, nil, nil, false, ""
 	if !reflect.DeepEqual(got, wantCounts) {
 		t.Errorf("counts:\n got %+v\nwant %+v", got, wantCounts)
 	}
@@ -64,6 +64,9 @@ func TestSummarizeScale(t *testing.T) {
 	// token (TTFT 62.5, no TPOT); not the first (TTFT 250) nor the error.
 	if s.GoodputReqPerS == nil || *s.GoodputReqPerS != 2/duration || !reflect.DeepEqual(s.SLO, map[string]float64(slo)) {
 		t.Errorf("goodput = %v with SLO %v, want %v", show(struct{ G *float64 }{s.GoodputReqPerS}), s.SLO, 2/duration)
+	}
+	if s.SLOAttainment == nil || *s.SLOAttainment != 0.5 {
+		t.Errorf("slo_attainment = %v, want 2 good of 4 sent", show(struct{ A *float64 }{s.SLOAttainment}))
 	}
 	// Send lag p99 ≈ 30.5 ms > 5 ms.
 	if s.Valid || !strings.Contains(s.InvalidReason, "send lag p99 30.5") {
@@ -198,5 +201,24 @@ func TestServerTimingSplit(t *testing.T) {
 	none := singleToken()
 	if _, _, _, ok := TTFTSplit(&none); ok {
 		t.Error("split without server timing")
+	}
+}
+
+// Attainment divides by every request sent: the error counts against it.
+func TestSLOAttainment(t *testing.T) {
+	reqs := []results.Request{multiTokenChunks(), singleToken(), failed("connect"), singleToken()}
+	slo := SLO{"ttft": 100} // TTFT 125 ms fails, 62.5 ms meets
+	if got := slo.Attainment(reqs); got != 0.5 {
+		t.Errorf("Attainment = %v, want 2/4", got)
+	}
+	if got := slo.Attainment(nil); got != 0 {
+		t.Errorf("Attainment(no requests) = %v, want 0", got)
+	}
+	s := SummarizeScale(reqs, ScaleOptions{SLO: slo})
+	if s.SLOAttainment == nil || *s.SLOAttainment != 0.5 {
+		t.Errorf("summary slo_attainment = %v, want 0.5", s.SLOAttainment)
+	}
+	if s := SummarizeScale(reqs, ScaleOptions{}); s.SLOAttainment != nil {
+		t.Errorf("slo_attainment without an SLO = %v, want null", *s.SLOAttainment)
 	}
 }

@@ -111,3 +111,14 @@ func (s SLO) Meets(r *results.Request) bool {
 	}
 	return true
 }
+
+// Attainment is the share of requests that meet every objective,
+// docs/METRICS.md: "SLO attainment = requests meeting every SLO / requests
+// sent". Errors count as sent and never as good, so a server that sheds load
+// cannot raise it; no request at all is 0.
+func (s SLO) Attainment(reqs []results.Request) float64 {
+	if len(reqs) == 0 {
+		return 0
+	}
+	return float64(countGood(reqs, s)) / float64(len(reqs))
+}

@@ -3,8 +3,6 @@ package online
 import (
 	"context"
 	"fmt"
-	"io"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -14,7 +12,6 @@ import (
 	"github.com/roseinfer/roseinfer/harness/replay"
 	"github.com/roseinfer/roseinfer/harness/report"
 	"github.com/roseinfer/roseinfer/harness/rundir"
-	"github.com/roseinfer/roseinfer/harness/servers"
 	"github.com/roseinfer/roseinfer/harness/workload"
 	"github.com/roseinfer/roseinfer/results"
 )
@@ -40,96 +37,26 @@ func Online(ctx, abort context.Context, o OnlineOptions) (*Report, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	if o.Output.Log == nil {
-		o.Output.Log = io.Discard
-	}
-	if abort == nil {
-		abort = context.Background()
-	}
-	if o.Workload.ModelDir == "" && workload.IsModelDir(o.Servers.Model) {
-		o.Workload.ModelDir = o.Servers.Model
-	}
-	w, err := workload.Load(&o.Workload)
+	r, err := Open(ctx, o)
 	if err != nil {
 		return nil, err
 	}
-	if n := w.NumDroppedTurns(); n > 0 {
-		fmt.Fprintf(o.Output.Log, "sessions: %d later turns left out: their history outgrows the %d-token context\n",
-			n, w.Context().Effective())
-	}
-	slo, err := parseSLO(o.Load.SLO)
-	if err != nil {
-		return nil, err
-	}
-	runDir, err := rundir.Make(o.Output.RunDir, o.Output.OutputDir, "online")
-	if err != nil {
-		return nil, err
-	}
-	prefix, note, err := servers.ApplyCPUSplit(&o.Servers)
-	if note != "" {
-		fmt.Fprintln(o.Output.Log, note)
-	}
-	if err != nil {
-		return nil, err
-	}
-	specs, skipped, err := servers.Specs(ctx, &o.Servers, w.Context())
-	if err != nil {
-		return nil, err
-	}
-
-	rep := &Report{RunDir: runDir, ResultsPath: filepath.Join(runDir, results.OnlineResultsFile),
-		SummaryPath: filepath.Join(runDir, report.OnlineSummaryFile)}
-	labels := make([]string, 0, len(specs)+len(skipped))
-	for _, s := range specs {
-		labels = append(labels, s.Label)
-	}
-	for _, b := range skipped {
-		labels = append(labels, b.Backend)
-	}
-	out := &results.Online{Meta: onlineMeta(&o, w, labels), ByBackend: map[string]*results.Backend{}}
-	versions := rundir.Versions(ctx)
-	out.Meta[results.MetaVersions] = versions
-	runStart := time.Now()
-	out.Meta["run_start_time"] = runStart.Format(rundir.TimeFormat)
-	for _, b := range skipped {
-		out.ByBackend[b.Backend] = b
-		rep.Failures = append(rep.Failures, b.Backend+": "+b.Error)
-		fmt.Fprintf(o.Output.Log, "[%s] skipped: %s\n", b.Backend, b.Error)
-		if b.FixHint != "" {
-			fmt.Fprintf(o.Output.Log, "[%s] fix: %s\n", b.Backend, b.FixHint)
-		}
-	}
-	write := func() error {
-		out.Meta["run_end_time"] = time.Now().Format(rundir.TimeFormat)
-		out.Meta["wall_s"] = time.Since(runStart).Seconds()
-		out.Meta["interrupted"] = rep.Interrupted
-		if err := results.WriteJSON(rep.ResultsPath, out); err != nil {
-			return err
-		}
-		return results.WriteAtomic(rep.SummaryPath, func(wr io.Writer) error { return report.WriteOnlineSummary(wr, out) })
-	}
-	if err := write(); err != nil {
-		return rep, err
-	}
-
-	usedPorts := map[int]bool{}
-	for _, spec := range specs {
+	for i := range r.specs {
 		if ctx.Err() != nil {
-			rep.Interrupted = true
 			break
 		}
-		br := &backendRun{o: &o, w: w, slo: slo, spec: spec, out: out, rep: rep, write: write,
-			launch: backend.LaunchOptions{Host: o.Servers.Host, PortBase: o.Servers.PortBase, UsedPorts: usedPorts, RunDir: runDir,
-				ReadyTimeout: o.Servers.TimeoutReady, Prefix: prefix}}
-		br.run(ctx, abort, versions)
+		b, err := r.Start(ctx, i)
+		if err != nil {
+			continue // recorded in the results and the report
+		}
+		for _, scale := range o.Load.Scales {
+			if ctx.Err() != nil || !b.br.runScale(ctx, abort, scale) {
+				break
+			}
+		}
+		b.Stop()
 	}
-	if ctx.Err() != nil {
-		rep.Interrupted = true
-	}
-	if err := write(); err != nil {
-		return rep, err
-	}
-	return rep, nil
+	return r.Close(ctx)
 }
 
 // backendRun is one backend's part of an online run.
@@ -145,6 +72,12 @@ type backendRun struct {
 	rep      *Report
 	write    func() error
 
+	// Set by start for the replays; stop releases them.
+	rec    *results.Backend
+	srv    *backend.Server
+	c      *client.Client
+	bodies [][]byte
+	began  time.Time
 	// model and quirks are what a session's later turns are built with.
 	model  string
 	quirks client.Quirks
@@ -156,25 +89,24 @@ func (br *backendRun) fail(rec *results.Backend, msg string) {
 	fmt.Fprintf(br.o.Output.Log, "[%s] FAILED: %s\n", br.spec.Label, msg)
 }
 
-func (br *backendRun) run(ctx, abort context.Context, versions map[string]any) {
+// start launches the backend and warms it up; false when it failed (the
+// failure is recorded) or the run was interrupted. stop must follow either
+// way: it records the backend's timing and stops what start began.
+func (br *backendRun) start(ctx context.Context, versions map[string]any) bool {
 	o, label := br.o, br.spec.Label
-	start := time.Now()
+	br.began = time.Now()
 	rec := &results.Backend{Backend: label, Env: br.spec.Env,
-		Timing: results.BackendTiming{BackendStartTime: start.Format(rundir.TimeFormat), ScaleWallS: map[string]float64{}}}
+		Timing: results.BackendTiming{BackendStartTime: br.began.Format(rundir.TimeFormat), ScaleWallS: map[string]float64{}}}
+	br.rec = rec
 	br.out.ByBackend[label] = rec
-	defer func() {
-		rec.Timing.BackendEndTime = time.Now().Format(rundir.TimeFormat)
-		rec.Timing.BackendWallS = time.Since(start).Seconds()
-		br.write()
-	}()
 
 	fmt.Fprintf(o.Output.Log, "[%s] starting\n", label)
 	srv, err := backend.Launch(ctx, br.spec, br.launch)
 	if err != nil {
 		br.fail(rec, err.Error())
-		return
+		return false
 	}
-	defer srv.Stop()
+	br.srv = srv
 	rec.BaseURL, rec.Cmd, rec.LogPath = srv.BaseURL, srv.Argv, srv.LogPath
 	rec.Python = br.spec.Python
 	for k, v := range br.spec.Versions {
@@ -191,44 +123,46 @@ func (br *backendRun) run(ctx, abort context.Context, versions map[string]any) {
 	model := srv.RequestModel(o.Servers.Model)
 	q := o.Workload.Quirks(br.spec.Quirks)
 	br.endpoint, br.model, br.quirks = q.Endpoint, model, q
-	bodies, err := br.w.Bodies(&o.Workload, model, q)
-	if err != nil {
+	if br.bodies, err = br.w.Bodies(&o.Workload, model, q); err != nil {
 		br.fail(rec, err.Error())
-		return
+		return false
 	}
-	c := client.New(client.Options{BaseURL: srv.BaseURL, MaxConcurrency: len(bodies), Timeout: o.Load.RequestTimeout,
+	br.c = client.New(client.Options{BaseURL: srv.BaseURL, MaxConcurrency: len(br.bodies), Timeout: o.Load.RequestTimeout,
 		APIKey: br.spec.APIKey, CountTokens: workload.CountTokens, KeepTokenIDs: br.w.HasSessions()})
-	defer c.Close()
 
 	warm, err := br.w.WarmupBodies(&o.Workload, model, q)
 	if err != nil {
 		br.fail(rec, err.Error())
-		return
+		return false
 	}
-	warmupTime, err := replay.Warmup(ctx, c, q.Endpoint, warm)
+	warmupTime, err := replay.Warmup(ctx, br.c, q.Endpoint, warm)
 	rec.Timing.WarmupS = warmupTime.Seconds()
 	if err != nil {
 		if ctx.Err() == nil {
 			br.fail(rec, err.Error())
 		}
-		return
+		return false
 	}
+	return ctx.Err() == nil
+}
 
-	for _, scale := range o.Load.Scales {
-		if ctx.Err() != nil {
-			return
-		}
-		if !br.runScale(ctx, abort, c, srv, rec, bodies, scale) {
-			return
-		}
+// stop closes the client, stops the server and writes the backend's timing.
+func (br *backendRun) stop() {
+	if br.c != nil {
+		br.c.Close()
 	}
+	if br.srv != nil {
+		br.srv.Stop()
+	}
+	br.rec.Timing.BackendEndTime = time.Now().Format(rundir.TimeFormat)
+	br.rec.Timing.BackendWallS = time.Since(br.began).Seconds()
+	br.write()
 }
 
 // runScale replays every round of one scale; false stops the backend.
-func (br *backendRun) runScale(ctx, abort context.Context, c *client.Client, srv *backend.Server,
-	rec *results.Backend, bodies [][]byte, scale float64) bool {
-	o, label := br.o, br.spec.Label
-	items, err := br.w.Items(bodies, scale, o.Load.StartOffsetS)
+func (br *backendRun) runScale(ctx, abort context.Context, scale float64) bool {
+	o, label, c, srv, rec := br.o, br.spec.Label, br.c, br.srv, br.rec
+	items, err := br.w.Items(br.bodies, scale, o.Load.StartOffsetS)
 	if err != nil {
 		br.fail(rec, err.Error())
 		return false

@@ -4,7 +4,8 @@
 // round), summarises each scale with harness/metrics and writes the results
 // files after every scale, so an interrupted run still leaves valid JSON of
 // what finished. cmd/bench only parses flags into OnlineOptions and calls
-// Online. Nothing else in harness/ imports it.
+// Online; harness/capacity drives the same runner one replay at a time
+// (Runner). Nothing else in harness/ imports it.
 package online
 
 import (
@@ -47,6 +48,7 @@ type Load struct {
 type Output struct {
 	OutputDir string // parent of online_<YYYYmmdd_HHMMSS>/
 	RunDir    string // exact run directory (tests); overrides OutputDir
+	Kind      string // the run directory's prefix: "" = online (bench capacity: capacity)
 	Log       io.Writer
 	Progress  Progress
 }
@@ -93,11 +95,18 @@ func DefaultOnline() OnlineOptions {
 
 // Validate reports the first setting that cannot work.
 func (o *OnlineOptions) Validate() error {
+	if len(o.Load.Scales) == 0 {
+		return errors.New("--scales is empty")
+	}
+	return o.validateRun()
+}
+
+// validateRun checks all but the scales, which a Runner's caller may choose
+// as it goes.
+func (o *OnlineOptions) validateRun() error {
 	switch {
 	case len(o.Servers.Backends) == 0 && o.Servers.BaseURL == "":
 		return errors.New("no backends to run (--backends is empty)")
-	case len(o.Load.Scales) == 0:
-		return errors.New("--scales is empty")
 	case o.Workload.N < 1:
 		return fmt.Errorf("--n %d: need at least one request", o.Workload.N)
 	case o.Load.Repeat < 1:

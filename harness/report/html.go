@@ -25,12 +25,13 @@ type ReportFigure struct {
 	SVG     []byte
 }
 
-// ReportInput is everything report.html shows. Either kind may be nil.
+// ReportInput is everything report.html shows. Any kind may be nil.
 type ReportInput struct {
-	RunDir  string
-	Online  *results.Online
-	Offline *results.Offline
-	Figures []ReportFigure // in display order; online_* go with the online section
+	RunDir   string
+	Online   *results.Online
+	Offline  *results.Offline
+	Capacity *results.Capacity // bench capacity's capacity.json
+	Figures  []ReportFigure    // in display order; online_* go with the online section, capacity_* with capacity
 	// FigureFiles are the figure files written beside the page (paths
 	// relative to it, e.g. figures/online_ttft_ms.png): each section links
 	// its own, so every figure of the run is one click away.
@@ -43,7 +44,7 @@ type ReportInput struct {
 // replay fidelity figures, and the run's metadata and versions. The tables
 // are the summary Markdown files rendered, so the two never disagree.
 func WriteReportHTML(w io.Writer, in ReportInput) error {
-	if in.Online == nil && in.Offline == nil {
+	if in.Online == nil && in.Offline == nil && in.Capacity == nil {
 		return fmt.Errorf("report: %w", results.ErrNoResults)
 	}
 	var b bytes.Buffer
@@ -57,6 +58,11 @@ func WriteReportHTML(w io.Writer, in ReportInput) error {
 	fmt.Fprintf(&b, "<h1>%s</h1>\n", html.EscapeString(title))
 	writeContents(&b, in)
 	writeWarnings(&b, in)
+	if in.Capacity != nil {
+		if err := capacityHTML(&b, in.Capacity, in.Figures, in.FigureFiles); err != nil {
+			return err
+		}
+	}
 	if in.Online != nil {
 		b.WriteString("<section id=\"online\">\n<h2>Online serving</h2>\n")
 		var md bytes.Buffer
@@ -95,6 +101,9 @@ func WriteReportHTML(w io.Writer, in ReportInput) error {
 
 func writeContents(b *bytes.Buffer, in ReportInput) {
 	b.WriteString("<nav><ul>")
+	if in.Capacity != nil {
+		b.WriteString(`<li><a href="#capacity">Capacity</a></li>`)
+	}
 	if in.Online != nil {
 		b.WriteString(`<li><a href="#online">Online serving</a></li><li><a href="#fidelity">Replay fidelity</a></li>`)
 	}
@@ -128,6 +137,13 @@ func writeWarnings(b *bytes.Buffer, in ReportInput) {
 				msg += " — " + esc(bk.FixHint)
 			}
 			items = append(items, msg)
+		}
+	}
+	if c := in.Capacity; c != nil {
+		for i := range c.Backends {
+			if bk := &c.Backends[i]; !bk.Converged {
+				items = append(items, fmt.Sprintf("<strong>Capacity of %s</strong>: %s.", esc(results.BackendDisplayName(bk.Backend)), esc(CapacityVerdict(bk))))
+			}
 		}
 	}
 	if off := in.Offline; off != nil {

@@ -31,7 +31,8 @@ const FiguresDir = "figures"
 // Write reads the run at path (a run directory or one results file, ours or
 // the original harness's) and writes into outputDir ("" = the run directory,
 // or the file's directory) the summary Markdown files, the default figures
-// and report.html. It returns the paths written.
+// and report.html; a directory with bench capacity's capacity.json gets its
+// summary, figure and section too. It returns the paths written.
 func Write(path, outputDir string) ([]string, error) {
 	on, off, err := results.LoadRun(path)
 	if err != nil {
@@ -46,6 +47,23 @@ func Write(path, outputDir string) ([]string, error) {
 	in := ReportInput{RunDir: path, Online: on, Offline: off}
 	var written []string
 	var figs []*plots.Figure
+	if p := filepath.Join(path, results.CapacityFile); fileExists(p) {
+		if in.Capacity, err = results.LoadCapacity(p); err != nil {
+			return nil, err
+		}
+		s := filepath.Join(outputDir, CapacitySummaryFile)
+		if err := results.WriteAtomic(s, func(w io.Writer) error { return WriteCapacitySummary(w, in.Capacity) }); err != nil {
+			return written, err
+		}
+		written = append(written, s)
+		fig, err := plots.CapacityGoodput(in.Capacity)
+		switch {
+		case err == nil:
+			figs = append(figs, fig)
+		case !errors.Is(err, plots.ErrNoCapacityData):
+			return written, fmt.Errorf("report: %w", err)
+		}
+	}
 	if on != nil {
 		p := filepath.Join(outputDir, OnlineSummaryFile)
 		if err := results.WriteAtomic(p, func(w io.Writer) error { return WriteOnlineSummary(w, on) }); err != nil {
@@ -87,7 +105,7 @@ func Write(path, outputDir string) ([]string, error) {
 	// The per-metric figures repeat the 2x2 one; the page embeds only the
 	// overview figures.
 	for _, f := range figs {
-		if f.Name != "online_latency_compare" && f.Name != "offline_throughput_compare" {
+		if f.Name != "online_latency_compare" && f.Name != "offline_throughput_compare" && f.Name != "capacity_goodput" {
 			continue
 		}
 		svg, err := f.SVG()
@@ -113,6 +131,13 @@ func figureCaption(name string) string {
 		return "Latency against trace scale (smaller scale = higher load): p90 line, p50–p90 band, hollow p99; error bars are 95% CIs over repeat rounds; a red X marks an invalid scale."
 	case "offline_throughput_compare":
 		return "Offline throughput per backend (rows in run order); failed runs are tagged OOM or ERR."
+	case "capacity_goodput":
+		return "Share of requests meeting every SLO against offered load (log scale), one point per probe: filled passed, hollow failed, a red X where the client fell behind; the dashed lines mark the goodput target and each backend's capacity."
 	}
 	return name
+}
+
+func fileExists(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && !st.IsDir()
 }

@@ -218,3 +218,21 @@ func TestConversationsFollow(t *testing.T) {
 		t.Errorf("text prompt %q, want %q", textBody.Prompt, wantText)
 	}
 }
+
+// Poisson arrivals (bench capacity --rate-mode) cannot time a later turn,
+// which follows its answer: a session replay refuses them, and the same
+// trace with --independent-turns takes them.
+func TestPoissonArrivalsSessions(t *testing.T) {
+	o := &Options{TracePath: qwenSample(t), PromptOverheadTokens: 8, Seed: 42, PrefixMode: "base", Arrivals: "poisson"}
+	if _, err := Load(o); err == nil || !strings.Contains(err.Error(), "--independent-turns") {
+		t.Errorf("poisson arrivals with sessions: %v", err)
+	}
+	o.IndependentTurns = true
+	w, err := Load(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.HasSessions() || w.NumRows() != 4 || traces.MeanRate(w.rows) < 0.999 || traces.MeanRate(w.rows) > 1.001 {
+		t.Errorf("independent turns: sessions %v, rows %d, mean rate %v", w.HasSessions(), w.NumRows(), traces.MeanRate(w.rows))
+	}
+}

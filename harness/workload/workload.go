@@ -32,6 +32,10 @@ type Options struct {
 	VocabSize   int    // 0 = GPT-2's 50257; the range of GPT-2's draws (ModelDir's tokenizer decides otherwise)
 	PrefixMode  string // base | trace
 	Seed        int64
+	// Arrivals is when rows arrive at scale 1: "" or "trace", the trace's
+	// timestamps; "poisson", Poisson arrivals at 1 req/s drawn from Seed
+	// (traces.PoissonArrivals), so scale 1/λ offers λ req/s.
+	Arrivals string
 
 	// Every request's sampling and route.
 	Temperature float64
@@ -136,6 +140,20 @@ func Load(o *Options) (*Workload, error) {
 				o.Sessions.LastPromptLen(), o.Sessions.OutputLen, ctx.Effective())
 		}
 	}
+	switch o.Arrivals {
+	case "", "trace":
+	case "poisson":
+		// A later turn goes out a think time after its answer, not at a
+		// timestamp of its own, so Poisson times would only move the first
+		// turns and the offered rate would not be the nominal one.
+		if sess != nil {
+			return nil, fmt.Errorf("poisson arrivals (--rate-mode) replace every request's time, but %s replays as sessions "+
+				"whose later turns follow their answers: search its time scale (no --rate-mode) or pass --independent-turns", tr.Name)
+		}
+		rows = traces.PoissonArrivals(rows, o.Seed)
+	default:
+		return nil, fmt.Errorf("arrivals %q: want trace or poisson", o.Arrivals)
+	}
 	mode, err := traces.ParsePrefixMode(o.PrefixMode)
 	if err != nil {
 		return nil, err
@@ -214,6 +232,11 @@ func (w *Workload) Trace() *traces.Trace { return w.trace }
 
 // NumRows is how many rows the workload replays.
 func (w *Workload) NumRows() int { return len(w.rows) }
+
+// MeanRate is the rows' mean arrival rate at scale 1 in req/s
+// (traces.MeanRate): scale s offers MeanRate / s. 0 when the rows span no
+// time. With poisson arrivals it is exactly 1.
+func (w *Workload) MeanRate() float64 { return traces.MeanRate(w.rows) }
 
 // Context is the model context the rows were clamped to.
 func (w *Workload) Context() traces.Context { return w.context }
