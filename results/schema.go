@@ -66,6 +66,9 @@ type Summary struct {
 	Round                  int                `json:"round"`            // 0 for the aggregate; 1..M per round
 	Rounds                 []Summary          `json:"rounds,omitempty"` // per-round summaries with --repeat
 	Spread                 map[string]Spread  `json:"spread,omitempty"` // e.g. "ttft_ms.p99" across rounds
+
+	// ITLOutliers: with bench online --timeline.
+	ITLOutliers *ITLOutliers `json:"itl_outliers,omitempty"`
 }
 
 // ServerTiming is what roseinfer returns with return_server_timing, in
@@ -116,6 +119,9 @@ type Run struct {
 	Round          int       `json:"round"`
 	Summary        Summary   `json:"summary"`
 	RequestMetrics []Request `json:"request_metrics"`
+
+	// Timeline: with bench online --timeline.
+	Timeline *RoundTimeline `json:"timeline,omitempty"`
 }
 
 // BackendTiming is the wall-clock bookkeeping of one backend.

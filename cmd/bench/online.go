@@ -111,6 +111,9 @@ Exit status: 0 ok, 1 a backend or scale failed, 130 interrupted.` + profileHelp,
 			}
 			fmt.Println(rep.ResultsPath)
 			fmt.Println(rep.SummaryPath)
+			if rep.TimelinePath != "" {
+				fmt.Println(rep.TimelinePath)
+			}
 			if prof.Enabled() {
 				return profileOnline(prof, o, rep)
 			}
@@ -147,6 +150,7 @@ Exit status: 0 ok, 1 a backend or scale failed, 130 interrupted.` + profileHelp,
 	f.IntVar(&o.Load.Repeat, "repeat", o.Load.Repeat, "rounds per scale; with more than one, per-round summaries and mean ± 95% CI")
 	f.StringVar(&o.Load.SLO, "slo", "", "service-level objectives for goodput, e.g. ttft=200ms,tpot=50ms (also e2e)")
 	f.Float64Var(&o.Load.MinSuccessRate, "min-success-rate", o.Load.MinSuccessRate, "a scale whose share of successful requests is below this fails the run (exit 1, after writing results); 0 turns it off")
+	f.BoolVar(&o.Output.Timeline, "timeline", false, "write timeline.json (Chrome trace, opens in ui.perfetto.dev): every request's chunks and, for roseinfer, its engine steps on the client's clock, ITL outliers above p99 attributed to the step they fell in (docs/TIMELINE.md)")
 	f.Float64Var(&o.Load.SendLagThresholdMs, "send-lag-threshold-ms", o.Load.SendLagThresholdMs, "a scale whose send-lag p99 exceeds this is marked invalid")
 	f.Float64Var(&timeoutReadyS, "timeout-ready-s", o.Servers.TimeoutReady.Seconds(), "max seconds to wait for a server to become ready")
 	f.Float64Var(&requestTimeoutS, "request-timeout-s", o.Load.RequestTimeout.Seconds(), "per-request timeout in seconds (0 = none)")

@@ -15,6 +15,7 @@ import (
 	"github.com/roseinfer/roseinfer/harness/report"
 	"github.com/roseinfer/roseinfer/harness/rundir"
 	"github.com/roseinfer/roseinfer/harness/servers"
+	"github.com/roseinfer/roseinfer/harness/timeline"
 	"github.com/roseinfer/roseinfer/harness/workload"
 	"github.com/roseinfer/roseinfer/results"
 )
@@ -24,6 +25,8 @@ type Report struct {
 	RunDir      string
 	ResultsPath string
 	SummaryPath string
+	// TimelinePath is timeline.json with --timeline ("" without).
+	TimelinePath string
 	// Failures name each backend (or scale) that failed; non-empty means
 	// the command must exit non-zero.
 	Failures    []string
@@ -125,6 +128,11 @@ func Online(ctx, abort context.Context, o OnlineOptions) (*Report, error) {
 	if err := write(); err != nil {
 		return rep, err
 	}
+	if o.Output.Timeline {
+		if rep.TimelinePath, err = timeline.Write(runDir, out); err != nil {
+			return rep, fmt.Errorf("timeline: %w", err)
+		}
+	}
 	return rep, nil
 }
 
@@ -140,6 +148,7 @@ type backendRun struct {
 	out      *results.Online
 	rep      *Report
 	write    func() error
+	tl       *timeline.Server // nil without --timeline
 }
 
 func (br *backendRun) fail(rec *results.Backend, msg string) {
@@ -161,12 +170,18 @@ func (br *backendRun) run(ctx, abort context.Context, versions map[string]any) {
 	}()
 
 	fmt.Fprintf(o.Output.Log, "[%s] starting\n", label)
-	srv, err := backend.Launch(ctx, br.spec, br.launch)
+	spec := br.spec
+	if o.Output.Timeline {
+		spec, br.tl = timeline.ForBackend(spec, br.launch.RunDir)
+		defer br.tl.Close()
+	}
+	srv, err := backend.Launch(ctx, spec, br.launch)
 	if err != nil {
 		br.fail(rec, err.Error())
 		return
 	}
 	defer srv.Stop()
+	br.tl.Attach(srv.BaseURL)
 	rec.BaseURL, rec.Cmd, rec.LogPath = srv.BaseURL, srv.Argv, srv.LogPath
 	rec.Python = br.spec.Python
 	for k, v := range br.spec.Versions {
@@ -227,6 +242,7 @@ func (br *backendRun) runScale(ctx, abort context.Context, c *client.Client, srv
 	}
 	scaleStart := time.Now()
 	var roundReqs [][]results.Request
+	var outliers []*results.ITLOutliers // per round, with --timeline
 	interrupted := ""
 	var last, agg results.Summary
 	for round := 1; round <= o.Load.Repeat; round++ {
@@ -237,6 +253,7 @@ func (br *backendRun) runScale(ctx, abort context.Context, c *client.Client, srv
 		if o.Output.Progress != nil {
 			bar = o.Output.Progress.Start(label, scale, round, o.Load.Repeat, len(items))
 		}
+		capture := br.tl.Begin(ctx, fmt.Sprintf("scale_%s_round_%d", scaleKey(scale), round))
 		r := replay.Run(ctx, items, replay.Options{Client: c, Endpoint: br.endpoint, RequestContext: abort,
 			OnDone: func(*results.Request) {
 				if bar != nil {
@@ -244,6 +261,7 @@ func (br *backendRun) runScale(ctx, abort context.Context, c *client.Client, srv
 				}
 			}})
 		if len(r.Requests) == 0 {
+			capture.End(ctx, r.Start, nil, results.Stats{}) // stop the server's capture
 			if bar != nil {
 				bar.Finish("interrupted before the first request")
 			}
@@ -255,6 +273,8 @@ func (br *backendRun) runScale(ctx, abort context.Context, c *client.Client, srv
 			roundNo = 0 // a single run is its own aggregate
 		}
 		s := summarize(label, scale, roundNo, r.Requests, br.slo, o.Load.SendLagThresholdMs)
+		roundTimeline, roundOutliers := capture.End(ctx, r.Start, r.Requests, s.ITLMs)
+		s.ITLOutliers = roundOutliers
 		if r.Interrupted {
 			interrupted = fmt.Sprintf("interrupted: %d of %d requests not sent", r.NotSent, len(items))
 			s.Valid, s.InvalidReason = false, joinReason(s.InvalidReason, interrupted)
@@ -267,8 +287,17 @@ func (br *backendRun) runScale(ctx, abort context.Context, c *client.Client, srv
 			fmt.Fprintln(o.Output.Log, line)
 		}
 		roundReqs = append(roundReqs, r.Requests)
-		rec.Runs = append(rec.Runs, results.Run{Scale: scale, Round: roundNo, Summary: s, RequestMetrics: r.Requests})
+		rec.Runs = append(rec.Runs, results.Run{Scale: scale, Round: roundNo, Summary: s, RequestMetrics: r.Requests,
+			Timeline: roundTimeline})
 		agg = aggregate(label, scale, roundReqs, br.slo, o.Load.SendLagThresholdMs)
+		if o.Output.Timeline {
+			outliers = append(outliers, roundOutliers)
+			agg.ITLOutliers = timeline.Sum(outliers)
+			for i := range agg.Rounds { // with --repeat: the per-round summaries, in order
+				agg.Rounds[i].ITLOutliers = outliers[i]
+			}
+			fmt.Fprintln(o.Output.Log, timeline.Line(label, scaleKey(scale), round, roundOutliers, roundTimeline))
+		}
 		if interrupted != "" {
 			agg.Valid, agg.InvalidReason = false, joinReason(agg.InvalidReason, interrupted)
 		}

@@ -49,6 +49,9 @@ type Output struct {
 	RunDir    string // exact run directory (tests); overrides OutputDir
 	Log       io.Writer
 	Progress  Progress
+	// Timeline (--timeline): capture roseinfer's engine steps around each
+	// round and write timeline.json (harness/timeline).
+	Timeline bool
 }
 
 // DefaultOnline returns the defaults: the original's except where
