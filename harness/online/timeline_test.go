@@ -7,7 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/roseinfer/roseinfer/harness/backend"
+	"github.com/roseinfer/roseinfer/harness/backend/backendtest"
 	"github.com/roseinfer/roseinfer/harness/timeline"
 	"github.com/roseinfer/roseinfer/results"
 )
@@ -164,5 +167,50 @@ func checkTimelineFile(t *testing.T, rep *Report, want *results.ITLOutliers) {
 	}
 	if !strings.Contains(string(md), "ITL outliers") || !strings.Contains(string(md), timeline.CausePrefillInStep) {
 		t.Errorf("online_summary.md does not show the attribution:\n%s", md)
+	}
+}
+
+// TestTimelineBaseURL: a roseinfer that bench did not launch (--base-url)
+// is asked for its steps too. Its clock is not assumed to be ours: the
+// trace is placed by the start_profile round trip's midpoint, and the
+// trace stays in the server's own profile directory, read from there.
+func TestTimelineBaseURL(t *testing.T) {
+	profileDir := t.TempDir()
+	spec := backend.Roseinfer(backend.RoseinferOptions{Binary: roseinferBinary(t), Device: "sim",
+		Flags: []string{"--sim-step-us", "2000", "--profile-dir", profileDir}})
+	srv, err := backend.Launch(context.Background(), spec, backend.LaunchOptions{PortBase: backendtest.PortBase(t),
+		RunDir: t.TempDir(), ReadyTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	o := simOptions(t, 2000)
+	o.Servers.BaseURL = srv.BaseURL
+	o.Workload.TracePath = burstTrace(t, 6, 20, 16, 20)
+	o.Workload.N = 6
+	o.Output.Timeline = true
+	rep, err := Online(context.Background(), context.Background(), o)
+	on := loadCleanRun(t, rep, err)
+	var run results.Run
+	for _, b := range on.ByBackend {
+		run = b.Runs[0]
+	}
+	rt := run.Timeline
+	if rt == nil || rt.ServerNote != "" || rt.Clock != timeline.ClockRoundTripMidpoint || rt.ClockErrorS == nil ||
+		!strings.HasPrefix(rt.ServerTrace, profileDir) {
+		t.Fatalf("timeline record %+v", rt)
+	}
+	tr, err := timeline.ReadServerTrace(rt.ServerTrace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.Steps) == 0 || run.Summary.ITLOutliers == nil {
+		t.Fatalf("%d steps, outliers %+v", len(tr.Steps), run.Summary.ITLOutliers)
+	}
+	// The midpoint is within the error bound of the true origin, which on
+	// this one host is the shared wall clock's reading.
+	shared := float64(tr.Origin.UnixNano()-rt.StartUnixNs) / 1e9
+	if d := shared - *rt.ServerOriginS; d > *rt.ClockErrorS || -d > *rt.ClockErrorS {
+		t.Errorf("origin placed at %.6f s ± %.6f, the shared clock says %.6f s", *rt.ServerOriginS, *rt.ClockErrorS, shared)
 	}
 }

@@ -55,6 +55,9 @@ func causeCounts(byCause map[string]int) string {
 		}
 		return causes[a] < causes[b]
 	})
+	if len(causes) == 0 {
+		return "-"
+	}
 	parts := make([]string, len(causes))
 	for i, c := range causes {
 		parts[i] = fmt.Sprintf("%s %d", c, byCause[c])
