@@ -70,6 +70,9 @@ type Summary struct {
 	// PrefixCache compares the server's prefix-cache hits with those the
 	// workload implies; absent when no request carried either count.
 	PrefixCache *PrefixCache `json:"prefix_cache,omitempty"`
+
+	// ITLOutliers: with bench online --timeline.
+	ITLOutliers *ITLOutliers `json:"itl_outliers,omitempty"`
 }
 
 // PrefixCache is a scale's prefix-cache summary over its successful
@@ -147,6 +150,9 @@ type Run struct {
 	Round          int       `json:"round"`
 	Summary        Summary   `json:"summary"`
 	RequestMetrics []Request `json:"request_metrics"`
+
+	// Timeline: with bench online --timeline.
+	Timeline *RoundTimeline `json:"timeline,omitempty"`
 }
 
 // BackendTiming is the wall-clock bookkeeping of one backend.

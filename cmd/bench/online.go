@@ -109,6 +109,7 @@ Exit status: 0 ok, 1 a backend or scale failed, 130 interrupted.` + pictureHelp 
 	f := cmd.Flags()
 	f.StringVar(&scales, "scales", "0.4,0.5,0.6,0.7,0.8,1.6", "comma list of trace time multipliers, one replay each (smaller = more load)")
 	f.Float64Var(&o.Load.MinSuccessRate, "min-success-rate", o.Load.MinSuccessRate, "a scale whose share of successful requests is below this fails the run (exit 1, after writing results); 0 turns it off")
+	f.BoolVar(&o.Output.Timeline, "timeline", false, "write timeline.json (Chrome trace, opens in ui.perfetto.dev): every request's chunks and, for roseinfer, its engine steps on the client's clock, ITL outliers above p99 attributed to the step they fell in (docs/TIMELINE.md)")
 	of.register(cmd)
 	profile.RegisterFlags(f, &prof)
 	registerPictureFlags(f, &pic)

@@ -89,6 +89,9 @@ func (p *pictureOptions) after(cmd *cobra.Command, o online.OnlineOptions, rep *
 	}
 
 	paths := []string{rep.ResultsPath, rep.SummaryPath}
+	if rep.TimelinePath != "" {
+		paths = append(paths, rep.TimelinePath)
+	}
 	tables := []string{rep.SummaryPath}
 	if off != nil {
 		paths = append(paths, off.ResultsPath, off.SummaryPath)

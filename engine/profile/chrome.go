@@ -19,7 +19,8 @@ const (
 // form: {"traceEvents": [...], "displayTimeUnit": "ms", "otherData": {...}}),
 // which Perfetto (ui.perfetto.dev) and chrome://tracing open. Every span is
 // a complete ("X") event with ts and dur in microseconds from the capture's
-// start; args carry the step number and the batch's shape. otherData holds
+// start; args carry the step number and the batch's shape (device spans
+// add "exec": "graph" or "eager"). otherData holds
 // info plus the capture's own facts.
 func WriteChromeTrace(w io.Writer, c *Capture, info map[string]string) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
@@ -62,6 +63,11 @@ func WriteChromeTrace(w io.Writer, c *Capture, info map[string]string) error {
 			buf = append(buf, `,"decode_seqs":`...)
 			buf = strconv.AppendInt(buf, int64(s.Batch.NumDecodeSeqs), 10)
 		}
+		if s.Track != TrackEngine {
+			buf = append(buf, `,"exec":"`...)
+			buf = append(buf, execName(s.Graph)...)
+			buf = append(buf, '"')
+		}
 		buf = append(buf, "}}"...)
 		bw.Write(buf)
 	}
@@ -99,6 +105,15 @@ func category(s *Span) string {
 		return "device"
 	}
 	return s.Phase.String()
+}
+
+// execName is how a device ran a step: "graph" (replayed from a captured
+// graph) or "eager" (op by op).
+func execName(isGraph bool) string {
+	if isGraph {
+		return "graph"
+	}
+	return "eager"
 }
 
 // appendMicros writes d in microseconds with nanosecond precision.

@@ -35,6 +35,7 @@ type Span struct {
 	Start time.Duration
 	Dur   time.Duration
 	Batch phase.Batch // the step the span belongs to
+	Graph bool        // device spans: the step replayed a captured graph
 }
 
 // Window limits a capture to some engine steps, as the original's torch
@@ -184,7 +185,7 @@ func (r *Recorder) addDeviceSpans(b *phase.Batch) {
 			tr = TrackDeviceGPU
 		}
 		r.reported = true
-		r.add(Span{Name: ds.Name, Phase: phase.Forward, Track: tr, Start: base + ds.Start, Dur: ds.Dur, Batch: *b})
+		r.add(Span{Name: ds.Name, Phase: phase.Forward, Track: tr, Start: base + ds.Start, Dur: ds.Dur, Batch: *b, Graph: ds.Graph})
 	}
 }
 

@@ -194,7 +194,7 @@ type chromeTrace struct {
 func TestWriteChromeTrace(t *testing.T) {
 	c := &Capture{Origin: time.Unix(100, 0), Duration: time.Second, NumSteps: 1, Spans: []Span{
 		{Name: "step", Phase: phase.Step, Start: 1500 * time.Nanosecond, Dur: 3 * time.Millisecond, Batch: phase.Batch{Step: 1, NumSeqs: 2, NumPrefillTokens: 30, NumDecodeSeqs: 1}},
-		{Name: `odd "name"`, Phase: phase.Forward, Track: TrackDeviceGPU, Start: 2 * time.Microsecond, Dur: 1234567 * time.Nanosecond, Batch: phase.Batch{Step: 1}},
+		{Name: `odd "name"`, Phase: phase.Forward, Track: TrackDeviceGPU, Start: 2 * time.Microsecond, Dur: 1234567 * time.Nanosecond, Batch: phase.Batch{Step: 1}, Graph: true},
 	}}
 	var buf bytes.Buffer
 	if err := WriteChromeTrace(&buf, c, map[string]string{"device": "sim"}); err != nil {
@@ -229,6 +229,9 @@ func TestWriteChromeTrace(t *testing.T) {
 	}
 	if step.Args["prefill_tokens"] != 30.0 || step.Args["decode_seqs"] != 1.0 || step.Args["step"] != 1.0 {
 		t.Errorf("step args %v", step.Args)
+	}
+	if step.Args["exec"] != nil || gpu.Args["exec"] != "graph" {
+		t.Errorf("exec: engine span %v, device span %v (want none, graph)", step.Args["exec"], gpu.Args["exec"])
 	}
 	if gpu.Name != `odd "name"` || gpu.Dur != 1234.567 || gpu.Tid != 3 || gpu.Cat != "device" {
 		t.Errorf("gpu event %+v", gpu)

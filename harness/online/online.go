@@ -12,6 +12,7 @@ import (
 	"github.com/roseinfer/roseinfer/harness/replay"
 	"github.com/roseinfer/roseinfer/harness/report"
 	"github.com/roseinfer/roseinfer/harness/rundir"
+	"github.com/roseinfer/roseinfer/harness/timeline"
 	"github.com/roseinfer/roseinfer/harness/workload"
 	"github.com/roseinfer/roseinfer/results"
 )
@@ -21,6 +22,8 @@ type Report struct {
 	RunDir      string
 	ResultsPath string
 	SummaryPath string
+	// TimelinePath is timeline.json with --timeline ("" without).
+	TimelinePath string
 	// Failures name each backend (or scale) that failed; non-empty means
 	// the command must exit non-zero.
 	Failures    []string
@@ -78,6 +81,7 @@ type backendRun struct {
 	c      *client.Client
 	bodies [][]byte
 	began  time.Time
+	tl     *timeline.Server // nil without --timeline
 	// model and quirks are what a session's later turns are built with.
 	model  string
 	quirks client.Quirks
@@ -101,12 +105,17 @@ func (br *backendRun) start(ctx context.Context, versions map[string]any) bool {
 	br.out.ByBackend[label] = rec
 
 	fmt.Fprintf(o.Output.Log, "[%s] starting\n", label)
-	srv, err := backend.Launch(ctx, br.spec, br.launch)
+	spec := br.spec
+	if o.Output.Timeline {
+		spec, br.tl = timeline.ForBackend(spec, br.launch.RunDir)
+	}
+	srv, err := backend.Launch(ctx, spec, br.launch)
 	if err != nil {
 		br.fail(rec, err.Error())
 		return false
 	}
 	br.srv = srv
+	br.tl.Attach(srv.BaseURL)
 	rec.BaseURL, rec.Cmd, rec.LogPath = srv.BaseURL, srv.Argv, srv.LogPath
 	rec.Python = br.spec.Python
 	for k, v := range br.spec.Versions {
@@ -154,6 +163,7 @@ func (br *backendRun) stop() {
 	if br.srv != nil {
 		br.srv.Stop()
 	}
+	br.tl.Close()
 	br.rec.Timing.BackendEndTime = time.Now().Format(rundir.TimeFormat)
 	br.rec.Timing.BackendWallS = time.Since(br.began).Seconds()
 	br.write()
@@ -169,6 +179,7 @@ func (br *backendRun) runScale(ctx, abort context.Context, scale float64) bool {
 	}
 	scaleStart := time.Now()
 	var roundReqs [][]results.Request
+	var outliers []*results.ITLOutliers // per round, with --timeline
 	interrupted := ""
 	var last, agg results.Summary
 	for round := 1; round <= o.Load.Repeat; round++ {
@@ -179,6 +190,7 @@ func (br *backendRun) runScale(ctx, abort context.Context, scale float64) bool {
 		if o.Output.Progress != nil {
 			bar = o.Output.Progress.Start(label, scale, round, o.Load.Repeat, len(items))
 		}
+		capture := br.tl.Begin(ctx, fmt.Sprintf("scale_%s_round_%d", scaleKey(scale), round))
 		ropts := replay.Options{Client: c, Endpoint: br.endpoint, RequestContext: abort,
 			OnDone: func(*results.Request) {
 				if bar != nil {
@@ -193,6 +205,7 @@ func (br *backendRun) runScale(ctx, abort context.Context, scale float64) bool {
 			r = replay.Run(ctx, items, ropts)
 		}
 		if len(r.Requests) == 0 {
+			capture.End(ctx, r.Start, nil, results.Stats{}) // stop the server's capture
 			if bar != nil {
 				bar.Finish("interrupted before the first request")
 			}
@@ -204,6 +217,8 @@ func (br *backendRun) runScale(ctx, abort context.Context, scale float64) bool {
 			roundNo = 0 // a single run is its own aggregate
 		}
 		s := summarize(label, scale, roundNo, r.Requests, br.slo, o.Load.SendLagThresholdMs)
+		roundTimeline, roundOutliers := capture.End(ctx, r.Start, r.Requests, s.ITLMs)
+		s.ITLOutliers = roundOutliers
 		if r.Interrupted {
 			interrupted = fmt.Sprintf("interrupted: %d of %d requests not sent", r.NotSent, len(items))
 			s.Valid, s.InvalidReason = false, joinReason(s.InvalidReason, interrupted)
@@ -216,8 +231,17 @@ func (br *backendRun) runScale(ctx, abort context.Context, scale float64) bool {
 			fmt.Fprintln(o.Output.Log, line)
 		}
 		roundReqs = append(roundReqs, r.Requests)
-		rec.Runs = append(rec.Runs, results.Run{Scale: scale, Round: roundNo, Summary: s, RequestMetrics: r.Requests})
+		rec.Runs = append(rec.Runs, results.Run{Scale: scale, Round: roundNo, Summary: s, RequestMetrics: r.Requests,
+			Timeline: roundTimeline})
 		agg = aggregate(label, scale, roundReqs, br.slo, o.Load.SendLagThresholdMs)
+		if o.Output.Timeline {
+			outliers = append(outliers, roundOutliers)
+			agg.ITLOutliers = timeline.Sum(outliers)
+			for i := range agg.Rounds { // with --repeat: the per-round summaries, in order
+				agg.Rounds[i].ITLOutliers = outliers[i]
+			}
+			fmt.Fprintln(o.Output.Log, timeline.Line(label, scaleKey(scale), round, roundOutliers, roundTimeline))
+		}
 		if interrupted != "" {
 			agg.Valid, agg.InvalidReason = false, joinReason(agg.InvalidReason, interrupted)
 		}

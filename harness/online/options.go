@@ -51,6 +51,9 @@ type Output struct {
 	Kind      string // the run directory's prefix: "" = online (bench capacity: capacity)
 	Log       io.Writer
 	Progress  Progress
+	// Timeline (--timeline): capture roseinfer's engine steps around each
+	// round and write timeline.json (harness/timeline).
+	Timeline bool
 }
 
 // DefaultOnline returns the defaults: the original's except where

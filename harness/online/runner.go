@@ -13,6 +13,7 @@ import (
 	"github.com/roseinfer/roseinfer/harness/report"
 	"github.com/roseinfer/roseinfer/harness/rundir"
 	"github.com/roseinfer/roseinfer/harness/servers"
+	"github.com/roseinfer/roseinfer/harness/timeline"
 	"github.com/roseinfer/roseinfer/harness/workload"
 	"github.com/roseinfer/roseinfer/results"
 )
@@ -150,12 +151,22 @@ func (r *Runner) Start(ctx context.Context, i int) (*Backend, error) {
 // backends.
 func (r *Runner) Failures() []string { return append([]string(nil), r.rep.Failures...) }
 
-// Close writes the final results and returns the report.
+// Close writes the final results and, with --timeline, timeline.json, and
+// returns the report.
 func (r *Runner) Close(ctx context.Context) (*Report, error) {
 	if ctx.Err() != nil {
 		r.rep.Interrupted = true
 	}
-	return r.rep, r.write()
+	if err := r.write(); err != nil {
+		return r.rep, err
+	}
+	if r.o.Output.Timeline {
+		var err error
+		if r.rep.TimelinePath, err = timeline.Write(r.runDir, r.out); err != nil {
+			return r.rep, fmt.Errorf("timeline: %w", err)
+		}
+	}
+	return r.rep, nil
 }
 
 // Backend is one launched, warmed-up backend of a Runner.

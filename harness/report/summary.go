@@ -94,6 +94,9 @@ func WriteOnlineSummary(w io.Writer, on *results.Online) error {
 	if err := writeLowSuccess(w, on, rows); err != nil {
 		return err
 	}
+	if err := writeITLOutliers(w, rows); err != nil {
+		return err
+	}
 	return writeBackendProblems(w, on)
 }
 

@@ -147,7 +147,7 @@ func Load(o *Options) (*Workload, error) {
 		// timestamp of its own, so Poisson times would only move the first
 		// turns and the offered rate would not be the nominal one.
 		if sess != nil {
-			return nil, fmt.Errorf("poisson arrivals (--rate-mode) replace every request's time, but %s replays as sessions "+
+			return nil, fmt.Errorf("poisson arrivals (--rate-mode) replace every request's time, but the workload (%s) replays as sessions "+
 				"whose later turns follow their answers: search its time scale (no --rate-mode) or pass --independent-turns", tr.Name)
 		}
 		rows = traces.PoissonArrivals(rows, o.Seed)

@@ -71,6 +71,7 @@ func (d *Device) runGraph(p *stepPlan) error {
 		}
 	}
 	r, _, _ := purego.SyscallN(drv.cuGraphLaunch, gr.exec, s)
+	p.isGraphLaunch = true
 	return drv.check("cuGraphLaunch", r)
 }
 

@@ -400,9 +400,9 @@ func TestDeviceSpans(t *testing.T) {
 	}{
 		{false, []device.Seq{seq(1, []int32{1, 2, 3, 4, 5}, 0)}, "", false},
 		{true, []device.Seq{seq(1, []int32{7}, 5)}, "decode", true}, // prewarmed graph, captured again
-		{true, []device.Seq{seq(1, []int32{7}, 5)}, "decode", true}, // replayed
+		{true, []device.Seq{seq(1, []int32{7}, 5)}, "decode", true}, // replayed (exec graph, checked below)
 		{true, []device.Seq{seq(2, []int32{1, 2, 3}, 0)}, "prefill", true},
-		{true, []device.Seq{chunk}, "prefill", false},
+		{true, []device.Seq{chunk}, "prefill", false}, // the prefill kernels (exec eager, checked below)
 		{true, []device.Seq{short}, "prefill", true},
 		{true, []device.Seq{seq(1, []int32{8}, 6), seq(3, []int32{4, 5}, 0)}, "mixed", true},
 		{false, []device.Seq{seq(1, []int32{7}, 5)}, "", false},
@@ -417,6 +417,10 @@ func TestDeviceSpans(t *testing.T) {
 		}
 		spans = d.AppendSpans(spans[:0])
 		checkStepSpans(t, fmt.Sprint("step ", i), spans, tc.want, tc.sample)
+		// The timeline labels steps graph or eager from the spans.
+		if wantGraph, ok := map[int]bool{2: true, 4: false}[i]; ok && len(spans) > 0 && spans[0].Graph != wantGraph {
+			t.Errorf("step %d: span says graph=%v, want %v", i, spans[0].Graph, wantGraph)
+		}
 	}
 	for _, tok := range decodeTok {
 		if tok != decodeTok[0] {

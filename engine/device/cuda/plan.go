@@ -58,6 +58,9 @@ type stepPlan struct {
 	// What the step computes, however it is laid out (spans name it):
 	// sequences with a prompt chunk of several tokens, and one-token ones.
 	chunkSeqs, oneTokenSeqs int
+	// isGraphLaunch: the step was launched as a captured graph (runGraph
+	// runs a size's first step eagerly and captures on the second).
+	isGraphLaunch bool
 }
 
 // Query rows per prefill attention block: PREFILL_BR in attention.cu, FA_BR
@@ -113,6 +116,7 @@ func (d *Device) buildPlan(b *device.Batch, st *staging, rows bool, graphSize in
 	}
 	lay := newLayout(nTok, nSeq, nTiles, nSample, d.blockTableStride(b))
 	p.lay, p.nDecode, p.nPrefill, p.graphBatch = lay, 0, 0, graphSize
+	p.isGraphLaunch = false
 	p.stage, p.inputs = st.index, st.devIn
 	p.chunkSeqs, p.oneTokenSeqs = 0, 0
 	p.seqOfRow, p.rowOfSeq = p.seqOfRow[:0], p.rowOfSeq[:0]

@@ -211,7 +211,8 @@ func (h *spanHook) collected(st *staging, _ time.Duration) error {
 	if err != nil {
 		return err
 	}
-	h.last[0] = phase.DeviceSpan{Name: stepSpanName(&st.plan), Dur: dur, OnGPU: true}
+	isGraph := st.plan.isGraphLaunch
+	h.last[0] = phase.DeviceSpan{Name: stepSpanName(&st.plan), Dur: dur, OnGPU: true, Graph: isGraph}
 	h.nLast = 1
 	if !sampleTimed {
 		return nil
@@ -224,8 +225,8 @@ func (h *spanHook) collected(st *staging, _ time.Duration) error {
 	if err != nil {
 		return err
 	}
-	h.last[1] = phase.DeviceSpan{Name: "forward", Dur: fwd, OnGPU: true}
-	h.last[2] = phase.DeviceSpan{Name: "sample", Start: fwd, Dur: smp, OnGPU: true}
+	h.last[1] = phase.DeviceSpan{Name: "forward", Dur: fwd, OnGPU: true, Graph: isGraph}
+	h.last[2] = phase.DeviceSpan{Name: "sample", Start: fwd, Dur: smp, OnGPU: true, Graph: isGraph}
 	h.nLast = 3
 	return nil
 }

@@ -107,6 +107,9 @@ type DeviceSpan struct {
 	Start time.Duration // from the beginning of the step's Forward phase (GPU spans: from its first event)
 	Dur   time.Duration
 	OnGPU bool // measured on the device's clock rather than the host's
+	// Graph: the step's work was replayed from a captured graph (CUDA
+	// graphs); false: launched op by op (eager).
+	Graph bool
 }
 
 // SpanReporter is implemented by devices that time parts of their own
