@@ -116,52 +116,75 @@ func (s *sortedWalk) at(pos int64) float64 {
 	return s.values[s.i]
 }
 
-// rate is a Group of one statistic: Σ weight·num over units / Σ pair
-// draws·den over round pairs, per side.
-type rate struct {
-	num   [2][]float64 // per side, by flat unit index
-	den   [2][]float64 // per side, by pair
-	units []int
+// Event is one unit's contribution to a rate: its value (output tokens, or
+// 1 for a request) and the span it occupied (sent at Start, ended at End).
+type Event struct {
+	Pair, Unit int
+	Value      float64
+	Start, End float64
 }
 
-// Rate is a Group of one statistic per side: the sum of num's samples over
-// the units drawn, divided by the sum of den over the round pairs drawn —
-// output tokens over round durations is the output token rate, as the
-// harness's tok/s over several rounds (total tokens / total time). den[s]
-// has one positive value per round pair.
-func (l *Layout) Rate(num [2][]Sample, den [2][]float64) (Group, error) {
-	g := &rate{units: l.units}
+// rateOverSpan is a Group of one statistic: Σ weight·value over the events
+// drawn / Σ over round pairs drawn of (latest end − earliest start among
+// the pair's events drawn), per side.
+type rateOverSpan struct {
+	events [2][][]spanEvent // per side, per pair
+}
+
+type spanEvent struct {
+	unit       int32 // flat
+	value      float64
+	start, end float64
+}
+
+// RateOverSpan is a Group of one statistic per side: the events' values
+// summed over the units drawn, divided by the round pairs' spans summed over
+// the pairs drawn, each span measured over that pair's events drawn. With
+// output tokens as values that is the output token rate as harness/metrics
+// defines it over rounds (tokens over the sum of the rounds' durations, a
+// duration being the latest end minus the earliest send), computed on the
+// requests drawn: a resample that leaves out the last request to finish
+// has a shorter round, as a round without it would have had. A pair none of
+// whose events was drawn adds nothing to either sum.
+func (l *Layout) RateOverSpan(events [2][]Event) (Group, error) {
+	g := &rateOverSpan{}
 	for side := range 2 {
-		if len(den[side]) != len(l.units) {
-			return nil, fmt.Errorf("bootstrap: %d denominators for %d round pairs", len(den[side]), len(l.units))
-		}
-		for p, d := range den[side] {
-			if !(d > 0) || math.IsInf(d, 0) {
-				return nil, fmt.Errorf("bootstrap: denominator of round pair %d is %v, want a positive number", p, d)
-			}
-		}
-		g.den[side] = slices.Clone(den[side])
-		g.num[side] = make([]float64, l.total)
-		for _, s := range num[side] {
-			f, err := l.flat(s)
+		g.events[side] = make([][]spanEvent, len(l.units))
+		for _, e := range events[side] {
+			f, err := l.flat(Sample{Pair: e.Pair, Unit: e.Unit, Value: e.Value})
 			if err != nil {
 				return nil, err
 			}
-			g.num[side][f] += s.Value
+			if math.IsNaN(e.Start) || math.IsInf(e.Start, 0) || math.IsNaN(e.End) || math.IsInf(e.End, 0) || e.End < e.Start {
+				return nil, fmt.Errorf("bootstrap: event of pair %d unit %d spans [%v, %v]", e.Pair, e.Unit, e.Start, e.End)
+			}
+			g.events[side][e.Pair] = append(g.events[side][e.Pair], spanEvent{unit: f, value: e.Value, start: e.Start, end: e.End})
 		}
 	}
 	return g, nil
 }
 
-func (g *rate) Len() int { return 1 }
+func (g *rateOverSpan) Len() int { return 1 }
 
-func (g *rate) Eval(side int, w *Weights, out []float64) {
+func (g *rateOverSpan) Eval(side int, w *Weights, out []float64) {
 	num, den := 0.0, 0.0
-	for f, v := range g.num[side] {
-		num += float64(w.Unit[f]) * v
+	for p, events := range g.events[side] {
+		if w.Pair[p] == 0 {
+			continue
+		}
+		first, last, any := math.Inf(1), math.Inf(-1), false
+		for _, e := range events {
+			if n := w.Unit[e.unit]; n > 0 {
+				num += float64(n) * e.value
+				first, last, any = math.Min(first, e.start), math.Max(last, e.end), true
+			}
+		}
+		if any {
+			den += float64(w.Pair[p]) * (last - first)
+		}
 	}
-	for p, d := range g.den[side] {
-		den += float64(w.Pair[p]) * d
+	out[0] = math.NaN()
+	if den > 0 {
+		out[0] = num / den
 	}
-	out[0] = num / den // den > 0: at least one pair is drawn
 }
