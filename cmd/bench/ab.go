@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -179,7 +181,11 @@ func runAB(cmd *cobra.Command, o *ab.Options, f *abFlags) error {
 	o.Load.RequestTimeout = seconds(f.requestS)
 	o.Servers.APIKey = apiKey(cmd, o.Servers.APIKey)
 	o.Output.Log = os.Stderr
-	rep, err := ab.Run(sig.stop, sig.abort, *o)
+	stop := sig.stop
+	if stop == nil { // not started through runMain (tests)
+		stop = context.Background()
+	}
+	rep, err := ab.Run(stop, sig.abort, *o)
 	if err != nil {
 		return abUnusable(err)
 	}
@@ -199,7 +205,7 @@ func runAB(cmd *cobra.Command, o *ab.Options, f *abFlags) error {
 // resultsPath accepts a run directory or its online_results.json.
 func resultsPath(p string) string {
 	if fi, err := os.Stat(p); err == nil && fi.IsDir() {
-		return p + "/" + results.OnlineResultsFile
+		return filepath.Join(p, results.OnlineResultsFile)
 	}
 	return p
 }
