@@ -79,3 +79,23 @@ func TestABCommandFlagsSlowerStep(t *testing.T) {
 		t.Errorf("--output: %v", err)
 	}
 }
+
+func TestHistoryCommand(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "history.jsonl")
+	for range 2 {
+		if out, code := execBench(t, "history", "--file", file, "--add", fixtureDir+"report_ours_online.json"); code != 0 {
+			t.Fatalf("exit %d:\n%s", code, out)
+		}
+	}
+	out, code := execBench(t, "history", "--file", file, "--output-dir", dir)
+	if code != 0 || !strings.Contains(out, "2 runs") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "history.svg")); err != nil {
+		t.Error(err)
+	}
+	if out, code := execBench(t, "history", "--file", file, "--add", "ab.go"); code == 0 || !strings.Contains(out, "--add") {
+		t.Errorf("--add of a file that is not results: exit %d:\n%s", code, out)
+	}
+}
