@@ -48,15 +48,15 @@ runs --rounds rounds per side in the order ABBA ABBA ... (pair i: A then B
 when i is even, B then A when odd). A linear drift of the machine then
 cancels within each ABBA block, and each side goes first as often as second;
 ABAB would put B after A every time and carry one round of drift into the
-ratio. Use an even --rounds.
+ratio. Use a multiple of 4; many short rounds judge better than few long ones.
 
-Intervals: a paired two-level bootstrap. Each resample draws round pairs
-with replacement and, inside each pair drawn, requests (the same trace rows
+Intervals: a paired two-level bootstrap. Each resample draws ABBA blocks
+with replacement and, inside each block drawn, requests (the same trace rows
 on both sides) with replacement; the percentile, mean or rate is computed on
 each side and their ratio kept. The interval is Hesterberg's expanded
-percentile interval, which widens the plain 2.5%-97.5% one for few rounds.
-Percentiles and rates over all rounds are exactly those of the pooled
-summary in online_results.json.
+percentile interval, which widens the plain 2.5%-97.5% one for few blocks;
+fewer than 6 blocks (12 rounds) are warned about. Percentiles and rates over
+all rounds are exactly those of the pooled summary in online_results.json.
 
 Verdicts: --fail-on takes bench compare's rules (default:
   ` + report.DefaultFailOn + `)
@@ -77,7 +77,7 @@ launched or kept running, or a rule could not be evaluated (1 wins when there
 is also a regression), 130 interrupted.`,
 		Example: `  bench ab --a HEAD~1 --b HEAD --device sim --server-args "--sim-step-us 1000"
   bench ab --a bin/roseinfer --b bin/roseinfer --device sim --a-args "--sim-step-us 1000" --b-args "--sim-step-us 1200"
-  bench ab --a ./old/roseinfer --b ./new/roseinfer --device cuda --model ./gpt2 --server-args "--gpu-memory-utilization 0.4" --n 500 --rounds 6
+  bench ab --a ./old/roseinfer --b ./new/roseinfer --device cuda --model ./gpt2 --server-args "--gpu-memory-utilization 0.4" --n 150
   bench ab --a http://10.0.0.5:8000 --b http://10.0.0.6:8000 --model gpt2
   bench ab --from results/runs/ab_20260101_021700 --fail-on "tpot_ms.p90>+5%"`,
 		Args: cobra.NoArgs,
@@ -103,7 +103,7 @@ is also a regression), 130 interrupted.`,
 	fl.StringVar(&o.Servers.Model, "model", "", `launched sides: HF checkpoint directory ("" = built-in tiny model); URL sides: model id to request`)
 	fl.StringVar(&f.serverArgs, "server-args", "", `extra "roseinfer serve" flags for both sides, e.g. "--sim-step-us 1000"`)
 	fl.StringVar(&f.scales, "scales", "0.4", "comma list of trace time multipliers; every scale gets all its rounds")
-	fl.IntVar(&o.Load.Pairs, "rounds", o.Load.Pairs, "rounds per side and scale (round pairs); even, so ABBA blocks are whole")
+	fl.IntVar(&o.Load.Pairs, "rounds", o.Load.Pairs, "rounds per side and scale (round pairs); a multiple of 4, so ABBA blocks are whole")
 	fl.IntVar(&o.Workload.N, "n", o.Workload.N, "trace rows replayed (the first N of the file)")
 	fl.StringVar(&o.Workload.TracePath, "trace", "", "trace file (default: bundled Azure 2023 conversation)")
 	fl.StringVar(&o.Workload.TraceFormat, "trace-format", "", "trace format: azure, mooncake, qwen or burstgpt (default: detected)")

@@ -176,8 +176,9 @@ func (res *Result) judgeScale(scale float64, sides [2]*results.Backend, rules ma
 		res.Unevaluated = append(res.Unevaluated, fmt.Sprintf("scale %s: %v", formatScale(scale), err))
 		return
 	}
-	if len(pairs) < 2 {
-		res.Warnings = append(res.Warnings, fmt.Sprintf("scale %s: one round pair: the interval ignores the spread between rounds", formatScale(scale)))
+	if n := d.layout.NumBlocks(); n < minBlocks {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("scale %s: %d round pairs make %d ABBA blocks: an interval from so few "+
+			"cannot reach past their spread (use --rounds %d or more)", formatScale(scale), len(pairs), n, minBlocks*pairsPerBlock))
 	}
 	res.checkSuccess(scale, d, st.MinSuccessRate)
 	names, intervals, err := d.ratios(st)
@@ -189,6 +190,12 @@ func (res *Result) judgeScale(scale float64, sides [2]*results.Backend, rules ma
 		res.addRows(scale, name, intervals[i], rules[name])
 	}
 }
+
+// minBlocks is the fewest ABBA blocks judged without a warning. No
+// bootstrap interval reaches past the range of the blocks it draws, and with
+// n blocks of identical sides all n fall on the same side of 1.0 with
+// probability 2^(1−n): 12% for 4 blocks, 3% for 6, 0.8% for 8.
+const minBlocks = 6
 
 // checkSuccess judges each side's share of successful requests: B below the
 // floor is a regression (it lost requests A served); A below it leaves

@@ -35,38 +35,53 @@ func one(v float64, ok bool) []float64 {
 	return []float64{v}
 }
 
-// design is one scale's paired rounds, ready for the bootstrap.
+// design is one scale's paired rounds, ready for the bootstrap: round pairs
+// grouped into ABBA blocks, each block's requests numbered as its units.
 type design struct {
 	layout *bootstrap.Layout
 	rounds [2][][]results.Request // [side][pair]
-	slot   []map[int]int          // [pair] trace row → unit
+	block  []int                  // [pair] its block
+	unit   []map[int]int          // [pair] trace row → unit in its block
 }
 
-// newDesign pairs A's and B's rounds of the same number and numbers the
-// requests of each pair by trace row, so a row is the same unit on both
-// sides.
+// pairsPerBlock: an ABBA block (pairs AB and BA) is the bootstrap's unit
+// of draw, not a pair. A linear drift cancels over a block but not over a
+// pair, and the two rounds of one side that ABBA puts next to each other (the
+// BB inside a block) share any burst of load that spans them: drawing pairs
+// one by one would treat those as independent and make the interval too
+// narrow.
+const pairsPerBlock = 2
+
+// newDesign pairs A's and B's rounds of the same number, groups the pairs
+// into blocks in round order, and numbers each block's requests by pair and
+// trace row, so a row of a pair is the same unit on both sides.
 func newDesign(pairs []int, rounds [2]map[int][]results.Request) (*design, error) {
 	if len(pairs) == 0 {
 		return nil, fmt.Errorf("no round finished on both sides")
 	}
 	d := &design{}
-	units := make([]int, len(pairs))
+	var units []int
 	for p, round := range pairs {
-		slot := map[int]int{}
+		b := p / pairsPerBlock
+		if b == len(units) {
+			units = append(units, 0)
+		}
+		unit := map[int]int{}
 		for s := range 2 {
 			reqs := rounds[s][round]
 			d.rounds[s] = append(d.rounds[s], reqs)
 			for i := range reqs {
-				if _, ok := slot[reqs[i].Index]; !ok {
-					slot[reqs[i].Index] = len(slot)
+				if _, ok := unit[reqs[i].Index]; !ok {
+					unit[reqs[i].Index] = units[b]
+					units[b]++
 				}
 			}
 		}
-		if len(slot) == 0 {
+		if len(unit) == 0 {
 			return nil, fmt.Errorf("round %d has no requests", round)
 		}
-		d.slot = append(d.slot, slot)
-		units[p] = len(slot)
+		d.block = append(d.block, b)
+		d.unit = append(d.unit, unit)
 	}
 	var err error
 	d.layout, err = bootstrap.NewLayout(units)
@@ -84,7 +99,7 @@ func (d *design) samples(fig func(*results.Request) []float64, scaleBy float64) 
 					continue
 				}
 				for _, v := range fig(r) {
-					out[s] = append(out[s], bootstrap.Sample{Pair: p, Unit: d.slot[p][r.Index], Value: v * scaleBy})
+					out[s] = append(out[s], bootstrap.Sample{Block: d.block[p], Unit: d.unit[p][r.Index], Value: v * scaleBy})
 				}
 			}
 		}
@@ -92,14 +107,16 @@ func (d *design) samples(fig func(*results.Request) []float64, scaleBy float64) 
 	return out
 }
 
-// events collects, per side, every successful request's value and span.
+// events collects, per side, every successful request's value and span in
+// its round.
 func (d *design) events(value func(*results.Request) float64) [2][]bootstrap.Event {
 	var out [2][]bootstrap.Event
 	for s := range 2 {
 		for p, reqs := range d.rounds[s] {
 			for i := range reqs {
 				if r := &reqs[i]; metrics.Succeeded(r) {
-					out[s] = append(out[s], bootstrap.Event{Pair: p, Unit: d.slot[p][r.Index], Value: value(r), Start: r.StartS, End: r.EndS})
+					out[s] = append(out[s], bootstrap.Event{Block: d.block[p], Unit: d.unit[p][r.Index], Round: p,
+						Value: value(r), Start: r.StartS, End: r.EndS})
 				}
 			}
 		}

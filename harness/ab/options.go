@@ -71,9 +71,10 @@ type Output struct {
 }
 
 // DefaultOptions are bench online's server and workload defaults, one scale
-// and eight round pairs: the embedded default (roseinfer on the CPU, the
-// bundled Azure trace, 100 requests at scale 0.4) takes about 17 s a round,
-// under 5 minutes in all.
+// and 16 rounds a side (8 ABBA blocks): the embedded default (roseinfer on
+// the CPU, the first 50 requests of the bundled Azure trace at scale 0.4)
+// takes about 11 s a round, about 6 minutes in all. Many short rounds judge
+// better than a few long ones (docs/AB.md).
 func DefaultOptions() Options {
 	return Options{
 		Servers: servers.Options{
@@ -84,7 +85,7 @@ func DefaultOptions() Options {
 			ThirdParty:   backend.DefaultThirdParty(),
 		},
 		Workload: workload.Options{
-			N:                    100,
+			N:                    50,
 			MaxOutputLen:         64,
 			PromptOverheadTokens: 8,
 			VocabSize:            workload.GPT2VocabSize,
@@ -99,7 +100,7 @@ func DefaultOptions() Options {
 		},
 		Load: Load{
 			Scales:             []float64{0.4},
-			Pairs:              8,
+			Pairs:              16,
 			StartOffsetS:       1.0,
 			RequestTimeout:     600 * time.Second,
 			SendLagThresholdMs: 5,
@@ -116,8 +117,9 @@ func (o *Options) Validate() error {
 	switch {
 	case len(o.Load.Scales) == 0:
 		return errors.New("--scales is empty")
-	case o.Load.Pairs < 2:
-		return fmt.Errorf("--rounds %d: need at least 2 rounds per side (the interval needs the spread between rounds)", o.Load.Pairs)
+	case o.Load.Pairs < 2*pairsPerBlock:
+		return fmt.Errorf("--rounds %d: need at least %d rounds per side, two ABBA blocks (the interval needs the spread between blocks)",
+			o.Load.Pairs, 2*pairsPerBlock)
 	case o.Workload.N < 1:
 		return fmt.Errorf("--n %d: need at least one request", o.Workload.N)
 	case o.Workload.MaxOutputLen < 0 || o.Workload.MaxInputLen < 0:

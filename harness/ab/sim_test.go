@@ -88,7 +88,7 @@ func simTrace(t *testing.T, n int, rate float64) string {
 }
 
 // simOptions is an A/B on the sim device: n requests at 150 req/s a
-// round, six round pairs.
+// round, the default 16 rounds a side.
 func simOptions(t *testing.T, a, b SideSpec, n int) Options {
 	o := DefaultOptions()
 	o.A, o.B = a, b
@@ -125,9 +125,14 @@ func TestSlowerStepIsFlaggedOnTPOT(t *testing.T) {
 	}
 	res := rep.Result
 	tpot := findRow(t, res, "tpot_ms.p90", "tpot_ms.p90>+10%")
+	if tpot.CI == nil {
+		t.Fatalf("tpot_ms.p90: no interval (%s)", tpot.Note)
+	}
 	if tpot.Status != report.StatusRegression || !tpot.Differs {
 		t.Errorf("tpot_ms.p90: status %s, interval %v: want a regression whose interval excludes 1", tpot.Status, tpot.CI)
 	}
+	t.Logf("tpot_ms.p90: A %.3f ms, B %.3f ms, B/A %.3f, 95%% interval [%.3f, %.3f], %s; %d regressions",
+		*tpot.A, *tpot.B, *tpot.Ratio, tpot.CI[0], tpot.CI[1], tpot.Status, res.Regressions)
 	if r := *tpot.Ratio; r < 1.12 || r > 1.28 {
 		t.Errorf("tpot_ms.p90 ratio %.3f, want about 1.2", r)
 	}
@@ -176,14 +181,14 @@ func envCount(t *testing.T, name string, def int) int {
 }
 
 // Two identical servers (the same binary and flags) judged against each
-// other again and again: no try may end in a regression, and the intervals
-// must hold 1.0 at least as often as 95% intervals should (an interval that
-// ignored the spread between rounds would miss it far more often). With
-// AB_STRICT=1 every interval must hold 1.0 (make ab-check: the acceptance
-// run, 20 tries of 16 round pairs of 40 requests). The servers are started
-// once and reached as URLs, so the tries cost only their rounds.
-// $AB_TRIES, $AB_REQUESTS and $AB_ROUNDS size it; the default, three
-// tries of 16 pairs of 20 requests, takes about 20 s.
+// other again and again: no try may end in a regression (the gate's false
+// alarm), and the intervals must hold 1.0 at least as often as 95%
+// intervals promise, give or take two (an interval that ignored the spread
+// between rounds misses it far more often). Every miss is logged. The
+// servers are started once and reached as URLs, so the tries cost only
+// their rounds. $AB_TRIES, $AB_REQUESTS and $AB_ROUNDS size it: by default
+// three tries of 16 round pairs of 20 requests, about 20 s; make ab-check
+// runs 20 tries of 16 pairs of 40 requests.
 func TestIdenticalSidesNoFalseAlarm(t *testing.T) {
 	bin := roseinfer(t)
 	var urls [2]string
@@ -201,7 +206,6 @@ func TestIdenticalSidesNoFalseAlarm(t *testing.T) {
 		urls[i] = srv.BaseURL
 	}
 	tries, n, pairs := envCount(t, "AB_TRIES", 3), envCount(t, "AB_REQUESTS", 20), envCount(t, "AB_ROUNDS", 16)
-	strict := os.Getenv("AB_STRICT") == "1"
 	falseAlarms, intervals, outside := 0, 0, map[string]int{}
 	for try := range tries {
 		o := simOptions(t, SideSpec{Spec: urls[0]}, SideSpec{Spec: urls[1]}, n)
@@ -240,8 +244,8 @@ func TestIdenticalSidesNoFalseAlarm(t *testing.T) {
 	if falseAlarms > 0 {
 		t.Errorf("%d of %d tries of identical sides ended in a regression or an unevaluated rule", falseAlarms, tries)
 	}
-	if allowed := 2 + intervals/20; missed > allowed || (strict && missed > 0) {
-		t.Errorf("%d of %d intervals missed 1.0 (allowed: %d)", missed, intervals, map[bool]int{true: 0, false: allowed}[strict])
+	if allowed := 2 + intervals/20; missed > allowed {
+		t.Errorf("%d of %d intervals missed 1.0 (allowed: %d)", missed, intervals, allowed)
 	}
 }
 

@@ -1,23 +1,22 @@
 // Package bootstrap puts a confidence interval on the ratio B/A of a
 // statistic measured on the two sides of a paired, interleaved experiment
-// (bench ab). The experiment is a list of round pairs — A's round and B's
-// round of the same workload, run back to back — and each round pair holds
-// units: the requests, the same trace rows on both sides. A unit carries
-// samples (a request's TTFT, its per-token ITLs, its output tokens), and a
-// statistic (a percentile, a mean, a rate) is computed over all samples of
-// one side pooled.
+// (bench ab). The experiment is a list of blocks — for bench ab, an ABBA
+// block: two round pairs, A's and B's rounds of the same workload run back
+// to back — and each block holds units: the requests, the same trace rows on
+// both sides. A unit carries samples (a request's TTFT, its per-token ITLs,
+// its output tokens), and a statistic (a percentile, a mean, a rate) is
+// computed over all samples of one side pooled.
 //
 // The interval is a paired two-level percentile bootstrap, expanded for the
-// few round pairs an experiment has (expandedTail): each resample
-// draws round pairs with replacement, then, for every pair drawn, units with
-// replacement inside it; both sides get the same draws, so what the two
-// sides share (the machine's drift across pairs, the lengths of the requests
-// drawn) cancels in the ratio and what differs between them remains.
-// Resampling rounds captures the noise between runs that requests alone
-// would hide; resampling requests inside rounds captures the sampling noise
-// of a tail percentile. Drawing both levels counts the within-round noise
-// twice, so the interval errs wide, which is the side a regression gate
-// should err on.
+// few blocks an experiment has (expandedTail): each resample draws blocks
+// with replacement, then, for every block drawn, units with replacement
+// inside it; both sides get the same draws, so what the two sides share (the
+// machine's state during a block, the lengths of the requests drawn) cancels
+// in the ratio and what differs between them remains. Resampling blocks
+// captures the noise between runs that requests alone would hide;
+// resampling requests captures the sampling noise of a tail percentile.
+// Drawing both levels counts the within-block noise twice, so the interval
+// errs wide, which is the side a regression gate should err on.
 //
 // A resample is a vector of integer weights, one per unit; a statistic is
 // computed over the samples each counted as many times as its unit was
@@ -48,25 +47,25 @@ const (
 	B = 1
 )
 
-// Layout is the paired design: how many units each round pair holds. Units
-// are numbered 0..Units[p]-1 inside pair p, the same numbering on both
+// Layout is the paired design: how many units each block holds. Units
+// are numbered 0..Units[p]-1 inside block p, the same numbering on both
 // sides.
 type Layout struct {
 	units  []int
-	offset []int // offset[p]: index of pair p's first unit in a flat weight vector
+	offset []int // offset[p]: index of block p's first unit in a flat weight vector
 	total  int
 }
 
-// NewLayout checks the design: at least one pair, and at least one unit in
-// every pair.
-func NewLayout(unitsPerPair []int) (*Layout, error) {
-	if len(unitsPerPair) == 0 {
-		return nil, errors.New("bootstrap: no round pairs")
+// NewLayout checks the design: at least one block, and at least one unit in
+// every block.
+func NewLayout(unitsPerBlock []int) (*Layout, error) {
+	if len(unitsPerBlock) == 0 {
+		return nil, errors.New("bootstrap: no blocks")
 	}
-	l := &Layout{units: slices.Clone(unitsPerPair), offset: make([]int, len(unitsPerPair))}
-	for p, n := range unitsPerPair {
+	l := &Layout{units: slices.Clone(unitsPerBlock), offset: make([]int, len(unitsPerBlock))}
+	for p, n := range unitsPerBlock {
 		if n < 1 {
-			return nil, fmt.Errorf("bootstrap: round pair %d has no units", p)
+			return nil, fmt.Errorf("bootstrap: block %d has no units", p)
 		}
 		l.offset[p] = l.total
 		l.total += n
@@ -74,42 +73,42 @@ func NewLayout(unitsPerPair []int) (*Layout, error) {
 	return l, nil
 }
 
-// NumPairs is the number of round pairs.
-func (l *Layout) NumPairs() int { return len(l.units) }
+// NumBlocks is the number of blocks.
+func (l *Layout) NumBlocks() int { return len(l.units) }
 
-// Weights is one resample: how many times each round pair was drawn, and
-// how many times each unit was drawn over all draws of its pair.
+// Weights is one resample: how many times each block was drawn, and
+// how many times each unit was drawn over all draws of its block.
 type Weights struct {
-	Pair []int32 // by pair
-	Unit []int32 // flat: unit u of pair p at Layout offset p + u
+	Block []int32 // by block
+	Unit  []int32 // flat: unit u of block p at Layout offset p + u
 }
 
 func (l *Layout) newWeights() *Weights {
-	return &Weights{Pair: make([]int32, len(l.units)), Unit: make([]int32, l.total)}
+	return &Weights{Block: make([]int32, len(l.units)), Unit: make([]int32, l.total)}
 }
 
 // ones sets every weight to 1: the data as measured (the point estimate).
 func (w *Weights) ones() {
-	for i := range w.Pair {
-		w.Pair[i] = 1
+	for i := range w.Block {
+		w.Block[i] = 1
 	}
 	for i := range w.Unit {
 		w.Unit[i] = 1
 	}
 }
 
-// draw makes w a two-level resample: NumPairs pairs drawn with
-// replacement, and for each draw of pair p, Units[p] units of p drawn with
-// replacement (added up when p is drawn more than once, so a pair drawn
+// draw makes w a two-level resample: NumBlocks blocks drawn with
+// replacement, and for each draw of block p, Units[p] units of p drawn with
+// replacement (added up when p is drawn more than once, so a block drawn
 // twice gets two independent inner resamples, as the two-level bootstrap
 // requires).
 func (l *Layout) draw(rng *rand.Rand, w *Weights) {
-	clear(w.Pair)
+	clear(w.Block)
 	clear(w.Unit)
-	numPairs := len(l.units)
-	for range numPairs {
-		p := rng.IntN(numPairs)
-		w.Pair[p]++
+	numBlocks := len(l.units)
+	for range numBlocks {
+		p := rng.IntN(numBlocks)
+		w.Block[p]++
 		n, off := l.units[p], l.offset[p]
 		for range n {
 			w.Unit[off+rng.IntN(n)]++
@@ -119,19 +118,19 @@ func (l *Layout) draw(rng *rand.Rand, w *Weights) {
 
 // flat is the flat index of a sample's unit, or an error naming it.
 func (l *Layout) flat(s Sample) (int32, error) {
-	if s.Pair < 0 || s.Pair >= len(l.units) || s.Unit < 0 || s.Unit >= l.units[s.Pair] {
-		return 0, fmt.Errorf("bootstrap: sample of pair %d unit %d is outside the layout", s.Pair, s.Unit)
+	if s.Block < 0 || s.Block >= len(l.units) || s.Unit < 0 || s.Unit >= l.units[s.Block] {
+		return 0, fmt.Errorf("bootstrap: sample of block %d unit %d is outside the layout", s.Block, s.Unit)
 	}
 	if math.IsNaN(s.Value) || math.IsInf(s.Value, 0) {
-		return 0, fmt.Errorf("bootstrap: sample of pair %d unit %d is %v", s.Pair, s.Unit, s.Value)
+		return 0, fmt.Errorf("bootstrap: sample of block %d unit %d is %v", s.Block, s.Unit, s.Value)
 	}
-	return int32(l.offset[s.Pair] + s.Unit), nil
+	return int32(l.offset[s.Block] + s.Unit), nil
 }
 
-// Sample is one value of one unit of one round pair.
+// Sample is one value of one unit of one block.
 type Sample struct {
-	Pair, Unit int
-	Value      float64
+	Block, Unit int
+	Value       float64
 }
 
 // A Group is a few statistics read from the same data in one pass: Eval
@@ -148,7 +147,7 @@ type Options struct {
 	Seed       uint64 // the resamples depend only on it
 }
 
-// DefaultIterations is Options.Iterations' default. With 8 round pairs the
+// DefaultIterations is Options.Iterations' default. With 8 blocks the
 // expanded interval's ends are the 0.6% and 99.4% points of the resampled
 // ratios, each read from about 25 values past it.
 const DefaultIterations = 4000
@@ -221,7 +220,7 @@ func Ratios(l *Layout, groups []Group, o Options) [][]Interval {
 	close(next)
 	wg.Wait()
 
-	tail := expandedTail(l.NumPairs())
+	tail := expandedTail(l.NumBlocks())
 	for g := range groups {
 		for i := range out[g] {
 			out[g][i].Low, out[g][i].High, out[g][i].Undefined = percentileInterval(ratios[g][i], tail)
@@ -246,20 +245,20 @@ func ratio(a, b float64) float64 {
 }
 
 // expandedTail is the tail probability of each end of the 95% interval
-// from n round pairs: Hesterberg's expanded percentile interval ("What
+// from n blocks: Hesterberg's expanded percentile interval ("What
 // teachers should know about the bootstrap", 2015), α'/2 =
 // Φ(−√(n/(n−1))·t_{0.975,n−1}). The plain percentile interval (α/2 =
 // 2.5%) is too narrow when the resampled units are few: it ignores that
 // the spread between n rounds is itself estimated (the t in place of z) and
-// that a resample's spread is (n−1)/n of the sample's. With 6 pairs that is
-// the 0.24% and 99.76% points, with 2 pairs about the extremes. One pair has
+// that a resample's spread is (n−1)/n of the sample's. With 6 blocks that is
+// the 0.24% and 99.76% points, with 2 blocks about the extremes. One block has
 // no spread between rounds to estimate: the plain 2.5%.
-func expandedTail(numPairs int) float64 {
-	if numPairs < 2 {
+func expandedTail(numBlocks int) float64 {
+	if numBlocks < 2 {
 		return 0.025
 	}
-	n := float64(numPairs)
-	z := math.Sqrt(n/(n-1)) * metrics.TCritical95(numPairs-1)
+	n := float64(numBlocks)
+	z := math.Sqrt(n/(n-1)) * metrics.TCritical95(numBlocks-1)
 	return 0.5 * math.Erfc(z/math.Sqrt2)
 }
 

@@ -12,7 +12,7 @@ import (
 
 // experiment is synthetic paired data with a known B/A ratio. Unit u (a
 // request) is scheduled at u·10 ms and has a base latency (its length,
-// shared by both sides). Every round pair has a drift factor (the machine,
+// shared by both sides). Every block has a drift factor (the machine,
 // shared by both sides); every round its own factor of spread roundNoise
 // (what makes one round of a server slower than its next, not shared); every
 // sample its own noise of spread 0.2 (not shared). B's times are A's
@@ -24,10 +24,10 @@ type experiment struct {
 	events  [2][]Event  // one per unit: its tokens and span
 }
 
-func newExperiment(t *testing.T, seed uint64, numPairs, numUnits int, ratio, roundNoise float64) experiment {
+func newExperiment(t *testing.T, seed uint64, numBlocks, numUnits int, ratio, roundNoise float64) experiment {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 7))
-	units := make([]int, numPairs)
+	units := make([]int, numBlocks)
 	for p := range units {
 		units[p] = numUnits
 	}
@@ -40,17 +40,17 @@ func newExperiment(t *testing.T, seed uint64, numPairs, numUnits int, ratio, rou
 	for u := range base {
 		base[u] = math.Exp(rng.NormFloat64() * 0.5)
 	}
-	for p := range numPairs {
+	for p := range numBlocks {
 		drift := 1 + 0.05*rng.NormFloat64()
 		for side, factor := range []float64{1, ratio} {
 			round := 1 + roundNoise*rng.NormFloat64()
 			for u := range numUnits {
 				latency := func() float64 { return factor * drift * round * base[u] * math.Exp(0.2*rng.NormFloat64()) }
 				for range 1 + u%2 {
-					e.samples[side] = append(e.samples[side], Sample{Pair: p, Unit: u, Value: latency()})
+					e.samples[side] = append(e.samples[side], Sample{Block: p, Unit: u, Value: latency()})
 				}
 				start := factor * float64(u) * 0.01
-				e.events[side] = append(e.events[side], Event{Pair: p, Unit: u, Value: float64(10 + u%7),
+				e.events[side] = append(e.events[side], Event{Block: p, Unit: u, Value: float64(10 + u%7),
 					Start: start, End: start + latency()/100})
 			}
 		}
@@ -97,7 +97,7 @@ func TestKnownRatioIsEstimatedAndFlagged(t *testing.T) {
 // levels of resampling count the noise within rounds twice. On this data,
 // where rounds differ by more than their requests do, a bootstrap without
 // the expansion held the truth in 91% of experiments (one statistic) and
-// one that drew requests but not round pairs in 78%.
+// one that drew requests but not blocks in 78%.
 func TestCoverage(t *testing.T) {
 	const tries = 300
 	for _, ratio := range []float64{1, 1.2} {
@@ -158,7 +158,7 @@ func TestPooledPercentilesMatchMetrics(t *testing.T) {
 	for p, n := range l.units {
 		for u := range n {
 			for range 1 + rng.IntN(3) {
-				samples = append(samples, Sample{Pair: p, Unit: u, Value: math.Round(rng.ExpFloat64()*1000) / 100})
+				samples = append(samples, Sample{Block: p, Unit: u, Value: math.Round(rng.ExpFloat64()*1000) / 100})
 			}
 		}
 	}
@@ -232,7 +232,7 @@ func TestUndefinedRatios(t *testing.T) {
 			}
 		}
 	}
-	// A sample in only one unit of one pair: most resamples leave it
+	// A sample in only one unit of one block: most resamples leave it
 	// out, so the interval is undefined though the point estimate is not.
 	rare, err := l.Pooled([2][]Sample{a, {{0, 0, 5}}}, Percentile(50))
 	if err != nil {
@@ -249,23 +249,23 @@ func TestBadInput(t *testing.T) {
 		t.Error("NewLayout(nil): want an error")
 	}
 	if _, err := NewLayout([]int{3, 0}); err == nil {
-		t.Error("a pair without units: want an error")
+		t.Error("a block without units: want an error")
 	}
 	l, err := NewLayout([]int{2, 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for name, s := range map[string]Sample{
-		"pair out of range": {Pair: 2, Unit: 0, Value: 1},
-		"unit out of range": {Pair: 0, Unit: 2, Value: 1},
-		"negative unit":     {Pair: 0, Unit: -1, Value: 1},
-		"NaN":               {Pair: 0, Unit: 0, Value: math.NaN()},
-		"Inf":               {Pair: 0, Unit: 0, Value: math.Inf(1)},
+		"block out of range": {Block: 2, Unit: 0, Value: 1},
+		"unit out of range":  {Block: 0, Unit: 2, Value: 1},
+		"negative unit":      {Block: 0, Unit: -1, Value: 1},
+		"NaN":                {Block: 0, Unit: 0, Value: math.NaN()},
+		"Inf":                {Block: 0, Unit: 0, Value: math.Inf(1)},
 	} {
 		if _, err := l.Pooled([2][]Sample{{s}, nil}, Mean()); err == nil {
 			t.Errorf("Pooled with %s: want an error", name)
 		}
-		if _, err := l.RateOverSpan([2][]Event{nil, {{Pair: s.Pair, Unit: s.Unit, Value: s.Value, End: 1}}}); err == nil {
+		if _, err := l.RateOverSpan([2][]Event{nil, {{Block: s.Block, Unit: s.Unit, Value: s.Value, End: 1}}}); err == nil {
 			t.Errorf("RateOverSpan with %s: want an error", name)
 		}
 	}
@@ -280,5 +280,30 @@ func TestBadInput(t *testing.T) {
 		if _, err := l.RateOverSpan([2][]Event{{e}, nil}); err == nil {
 			t.Errorf("an event that %s: want an error", name)
 		}
+	}
+}
+
+// A block's rounds each have their own clock: a rate divides by the sum of
+// their spans, never by one span across both.
+func TestRateSpansEachRound(t *testing.T) {
+	l, err := NewLayout([]int{3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := func(stretch float64) []Event {
+		return []Event{
+			{Unit: 0, Round: 0, Value: 10, Start: 0, End: 1 * stretch},
+			{Unit: 1, Round: 0, Value: 10, Start: 0.5, End: 2 * stretch},
+			{Unit: 2, Round: 1, Value: 10, Start: 0, End: 3 * stretch},
+		}
+	}
+	g, err := l.RateOverSpan([2][]Event{events(1), events(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	iv := Ratios(l, []Group{g}, Options{Iterations: 100})[0][0]
+	// A: 30 tokens over spans 2 + 3 s; B: over 4 + 6 s.
+	if iv.A != 6 || iv.B != 3 || iv.Ratio != 0.5 {
+		t.Errorf("rates %v and %v, ratio %v; want 6, 3 and 0.5", iv.A, iv.B, iv.Ratio)
 	}
 }

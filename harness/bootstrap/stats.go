@@ -117,18 +117,21 @@ func (s *sortedWalk) at(pos int64) float64 {
 }
 
 // Event is one unit's contribution to a rate: its value (output tokens, or
-// 1 for a request) and the span it occupied (sent at Start, ended at End).
+// 1 for a request) and the time it occupied (sent at Start, ended at End) in
+// its round, one of its block's rounds (numbered by the caller), whose clock
+// starts at 0.
 type Event struct {
-	Pair, Unit int
-	Value      float64
-	Start, End float64
+	Block, Unit int
+	Round       int
+	Value       float64
+	Start, End  float64
 }
 
 // rateOverSpan is a Group of one statistic: Σ weight·value over the events
-// drawn / Σ over round pairs drawn of (latest end − earliest start among
-// the pair's events drawn), per side.
+// drawn / Σ over blocks drawn of the spans of their rounds, a round's span
+// being its latest end − earliest start among its events drawn, per side.
 type rateOverSpan struct {
-	events [2][][]spanEvent // per side, per pair
+	rounds [2][][][]spanEvent // per side, per block, per round
 }
 
 type spanEvent struct {
@@ -138,27 +141,35 @@ type spanEvent struct {
 }
 
 // RateOverSpan is a Group of one statistic per side: the events' values
-// summed over the units drawn, divided by the round pairs' spans summed over
-// the pairs drawn, each span measured over that pair's events drawn. With
+// summed over the units drawn, divided by the spans of the rounds of the
+// blocks drawn, each span measured over that round's events drawn. With
 // output tokens as values that is the output token rate as harness/metrics
 // defines it over rounds (tokens over the sum of the rounds' durations, a
 // duration being the latest end minus the earliest send), computed on the
 // requests drawn: a resample that leaves out the last request to finish
-// has a shorter round, as a round without it would have had. A pair none of
-// whose events was drawn adds nothing to either sum.
+// has a shorter round, as a round without it would have had. A round none
+// of whose events was drawn adds nothing to either sum.
 func (l *Layout) RateOverSpan(events [2][]Event) (Group, error) {
 	g := &rateOverSpan{}
 	for side := range 2 {
-		g.events[side] = make([][]spanEvent, len(l.units))
+		g.rounds[side] = make([][][]spanEvent, len(l.units))
+		index := map[[2]int]int{} // (block, round) → index in g.rounds[side][block]
 		for _, e := range events[side] {
-			f, err := l.flat(Sample{Pair: e.Pair, Unit: e.Unit, Value: e.Value})
+			f, err := l.flat(Sample{Block: e.Block, Unit: e.Unit, Value: e.Value})
 			if err != nil {
 				return nil, err
 			}
 			if math.IsNaN(e.Start) || math.IsInf(e.Start, 0) || math.IsNaN(e.End) || math.IsInf(e.End, 0) || e.End < e.Start {
-				return nil, fmt.Errorf("bootstrap: event of pair %d unit %d spans [%v, %v]", e.Pair, e.Unit, e.Start, e.End)
+				return nil, fmt.Errorf("bootstrap: event of block %d unit %d spans [%v, %v]", e.Block, e.Unit, e.Start, e.End)
 			}
-			g.events[side][e.Pair] = append(g.events[side][e.Pair], spanEvent{unit: f, value: e.Value, start: e.Start, end: e.End})
+			key := [2]int{e.Block, e.Round}
+			r, ok := index[key]
+			if !ok {
+				r = len(g.rounds[side][e.Block])
+				index[key] = r
+				g.rounds[side][e.Block] = append(g.rounds[side][e.Block], nil)
+			}
+			g.rounds[side][e.Block][r] = append(g.rounds[side][e.Block][r], spanEvent{unit: f, value: e.Value, start: e.Start, end: e.End})
 		}
 	}
 	return g, nil
@@ -168,19 +179,21 @@ func (g *rateOverSpan) Len() int { return 1 }
 
 func (g *rateOverSpan) Eval(side int, w *Weights, out []float64) {
 	num, den := 0.0, 0.0
-	for p, events := range g.events[side] {
-		if w.Pair[p] == 0 {
+	for b, rounds := range g.rounds[side] {
+		if w.Block[b] == 0 {
 			continue
 		}
-		first, last, any := math.Inf(1), math.Inf(-1), false
-		for _, e := range events {
-			if n := w.Unit[e.unit]; n > 0 {
-				num += float64(n) * e.value
-				first, last, any = math.Min(first, e.start), math.Max(last, e.end), true
+		for _, events := range rounds {
+			first, last, any := math.Inf(1), math.Inf(-1), false
+			for _, e := range events {
+				if n := w.Unit[e.unit]; n > 0 {
+					num += float64(n) * e.value
+					first, last, any = math.Min(first, e.start), math.Max(last, e.end), true
+				}
 			}
-		}
-		if any {
-			den += float64(w.Pair[p]) * (last - first)
+			if any {
+				den += float64(w.Block[b]) * (last - first)
+			}
 		}
 	}
 	out[0] = math.NaN()
