@@ -101,7 +101,7 @@ func Analyze(on *results.Online, st Stats) (*Result, error) {
 		}
 	}
 	res := &Result{Rules: []string{},
-		Bootstrap: BootstrapInfo{Method: "paired two-level bootstrap (round pairs, then requests within them), expanded percentile interval",
+		Bootstrap: BootstrapInfo{Method: "paired two-level bootstrap (ABBA blocks, then requests within them), expanded percentile interval",
 			Confidence: 0.95, Iterations: st.Iterations, Seed: st.Seed}}
 	if m, ok := readMeta(on); ok {
 		res.A, res.B, res.Order, res.Pairs = m.A, m.B, m.Order, m.Pairs
