@@ -39,6 +39,8 @@ type side struct {
 	srv      *backend.Server
 	client   *client.Client
 	endpoint client.Endpoint
+	model    string        // the model id requests carry
+	quirks   client.Quirks // the request shape (a session's later turns are built in it)
 	bodies   [][]byte
 	rec      *results.Backend
 }
@@ -235,12 +237,12 @@ func (s *side) start(ctx context.Context, o *Options, w *workload.Workload, laun
 	fmt.Fprintf(log, "[%s] ready at %s after %.1f s\n", s.Label, srv.BaseURL, srv.ReadyAt.Seconds())
 	model := srv.RequestModel(o.Servers.Model)
 	q := o.Workload.Quirks(s.spec.Quirks)
-	s.endpoint = q.Endpoint
+	s.endpoint, s.model, s.quirks = q.Endpoint, model, q
 	if s.bodies, err = w.Bodies(&o.Workload, model, q); err != nil {
 		return fmt.Errorf("%s: %w", s.Label, err)
 	}
 	s.client = client.New(client.Options{BaseURL: srv.BaseURL, MaxConcurrency: len(s.bodies), Timeout: o.Load.RequestTimeout,
-		APIKey: s.spec.APIKey, CountTokens: workload.CountTokens})
+		APIKey: s.spec.APIKey, CountTokens: workload.CountTokens, KeepTokenIDs: w.HasSessions()})
 	warm, err := w.WarmupBodies(&o.Workload, model, q)
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.Label, err)
@@ -286,7 +288,13 @@ func (rep *Report) runScale(ctx, abort context.Context, o *Options, w *workload.
 		}
 		s := sides[which]
 		round := k/2 + 1
-		r := replay.Run(ctx, items[which], replay.Options{Client: s.client, Endpoint: s.endpoint, RequestContext: abort})
+		ropts := replay.Options{Client: s.client, Endpoint: s.endpoint, RequestContext: abort}
+		var r *replay.Round
+		if w.HasSessions() { // a later turn goes out after the answer it continues, as in bench online
+			r = replay.RunSessions(ctx, items[which], w.Conversations(&o.Workload, s.model, s.quirks).Follow, ropts)
+		} else {
+			r = replay.Run(ctx, items[which], ropts)
+		}
 		if r.Interrupted || len(r.Requests) < len(items[which]) {
 			return false // a round cut short is not comparable: leave it out
 		}
