@@ -7,7 +7,7 @@ export CGO_ENABLED := 0
 # copy of the tree may sit at another commit, must name the code that ran.
 VCS      := -buildvcs=auto
 
-.PHONY: all build bench cpu-numbers test vet fmt-check fuzz fuzz-server gpu-build gpu-test gpu-bench gpu-ncu gpu-stack-build gpu-stack clean lint-workflows
+.PHONY: all build bench cpu-numbers test vet fmt-check fuzz fuzz-server gpu-build gpu-test gpu-bench gpu-ncu gpu-stack-build gpu-stack clean lint-workflows ab-check
 
 all: build
 
@@ -30,6 +30,14 @@ fmt-check:
 
 test: fmt-check vet build lint-workflows
 	$(GO) test -count=1 -timeout 30m ./...
+
+# bench ab's acceptance run (docs/AB.md): 20 A/Bs of two identical sim servers,
+# 16 round pairs of 40 requests each (no verdict may fire; the log counts the
+# intervals that missed 1.0), then a 20% longer sim step on B must be flagged
+# on TPOT. About 4 minutes.
+ab-check:
+	AB_TRIES=20 AB_REQUESTS=40 AB_ROUNDS=16 $(GO) test -count=1 -timeout 30m -v \
+		-run 'TestIdenticalSidesNoFalseAlarm|TestSlowerStepIsFlaggedOnTPOT' ./harness/ab/
 
 # The CPU and sim figures of docs/BENCHMARKS.md on this machine (table last).
 cpu-numbers: build

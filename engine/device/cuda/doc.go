@@ -1,7 +1,9 @@
 // Package cuda is roseinfer's NVIDIA GPU device: a model family's Program
-// (engine/model/arch) lowered onto fused kernels (lower.go; today the
-// pre-LayerNorm block with learned positions and a GELU MLP, GPT-2's), fp16
-// weights with fp32 accumulation, a paged KV cache in one device allocation, attention over
+// (engine/model/arch) lowered onto fused kernels: the pre-LayerNorm block
+// with learned positions and a GELU MLP (GPT-2's; lower.go, fp16 weights)
+// or the rotary block with RMSNorm, grouped-query attention and SwiGLU
+// (Qwen3's; qwen3_lower.go and qwen3.go, bf16 weights), fp32
+// accumulation, a paged KV cache in one device allocation, attention over
 // mixed prefill chunks and decode tokens, sampling on the GPU, CUDA graphs for
 // decode steps and an asynchronous Submit/Collect pair for overlap scheduling.
 //

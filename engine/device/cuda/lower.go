@@ -13,9 +13,9 @@ import (
 // ops one by one: lowerProgram matches the Program against the op sequences
 // its fused kernels implement and returns the tensors each fused step
 // reads. A Program with an op the kernels do not implement fails at New,
-// naming that op. A new op kind (Qwen3's RMSNorm, rotary positions,
-// SiLU-and-mul, grouped-query attention) means a new kernel and a new
-// sequence here.
+// naming that op. A Program whose embedding has no position table is the
+// rotary block's (qwen3_lower.go), matched the same way against its own
+// kernels; a new op kind means a new kernel and a new sequence.
 
 // loweredProgram is a Program in the shape of the device's step: the
 // tensors of each fused step, by canonical name.

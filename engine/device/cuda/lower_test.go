@@ -133,3 +133,66 @@ func TestLowerRejects(t *testing.T) {
 		})
 	}
 }
+
+func qwen3Program(t *testing.T, preset string) (arch.Program, arch.Config) {
+	t.Helper()
+	c, err := model.Preset(preset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := arch.Lookup(c.Family)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f.Program(c), c
+}
+
+// TestLowerRotary: Qwen3's Program lowers onto the rotary block with the
+// tensors of each fused step, and the shapes and forms its kernels do not
+// implement fail by name.
+func TestLowerRotary(t *testing.T) {
+	p, c := qwen3Program(t, "qwen3-0.6b")
+	if !isRotary(p) {
+		t.Fatal("Qwen3's Program is not taken for the rotary block")
+	}
+	if gp, _ := gpt2Program(t); isRotary(gp) {
+		t.Fatal("GPT-2's Program is taken for the rotary block")
+	}
+	got, err := lowerRotary(p, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := loweredRotary{tokenEmbedding: "embed", normF: "normw", ln1: "ln1w", qkv: "qkvw", qNorm: "qnormw", kNorm: "knormw",
+		o: "attprojw", ln2: "ln2w", gateUp: "gateupw", down: "downw", eps: 1e-6, theta: 1e6}
+	if got != want {
+		t.Errorf("lowered %+v, want %+v", got, want)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(p *arch.Program)
+		want string
+	}{
+		{"head size 64", func(p *arch.Program) { p.Layer = slices.Clone(p.Layer); p.Layer[2].HeadDim = 64 }, "head size 128"},
+		{"3 query heads a KV head", func(p *arch.Program) {
+			p.Layer = slices.Clone(p.Layer)
+			p.Layer[2].NumHeads, p.Layer[2].NumKVHeads = 12, 4
+		}, "1, 2, 4 or 8"},
+		{"untied LM head", func(p *arch.Program) { p.Head = slices.Clone(p.Head); p.Head[1].Weight = "lm_head.weight" }, "tied embeddings only"},
+		{"no q/k norms", func(p *arch.Program) { p.Layer = slices.Clone(p.Layer); p.Layer[2].QNorm = "" }, "q/k norms"},
+		{"a projection bias", func(p *arch.Program) { p.Layer = slices.Clone(p.Layer); p.Layer[1].Bias = "qkvb" }, "layer op 1"},
+		{"LayerNorm for RMSNorm", func(p *arch.Program) { p.Layer = slices.Clone(p.Layer); p.Layer[0].Kind = arch.OpLayerNorm }, "layer op 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, c := qwen3Program(t, "qwen3-0.6b")
+			tc.edit(&p)
+			if _, err := lowerRotary(p, c); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+	// The tiny preset's head size (32) is the CPU path's, not the kernels'.
+	p, c = qwen3Program(t, "qwen3-tiny")
+	if _, err := lowerRotary(p, c); err == nil || !strings.Contains(err.Error(), "head size 128") {
+		t.Fatalf("qwen3-tiny: got %v, want the head size named", err)
+	}
+}

@@ -40,7 +40,7 @@ var spillAllowance = map[string]int{
 	"attention_prefill_128": 1024,
 	"sample_rows":           64,
 	"sample_rows_large":     96,
-	"q3_qk_rope_kv":         32,
+	"q3_embed":              32,
 }
 
 const defaultSpillAllowance = 16

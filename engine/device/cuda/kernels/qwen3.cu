@@ -33,12 +33,22 @@ __device__ __forceinline__ void unpack_bf8(uint4 u, float* f) {
 
 // q3_embed: out (N, C) fp32 = wte[token(i)], token(i) = tokens[i] or, where
 // src_rows[i] >= 0, the previous step's sample prev_out[src_rows[i]]
-// (overlap scheduling, as encoder_forward). wte (V, C) bf16.
-extern "C" __global__ void q3_embed(float* out, const int* tokens, const int* prev_out, const int* src_rows,
-                                    const bf16_t* wte, int N, int C) {
+// (overlap scheduling, as encoder_forward). wte (V, C) bf16. It also fills
+// the step's rotation table, which every layer's q3_qk_rope_kv reads:
+// rope (N, half) float2 = (cos, sin) of pos[i] * inv_freq[j], the angle
+// rounded to fp32 as transformers computes it.
+extern "C" __global__ void q3_embed(float* out, float2* rope, const int* tokens, const int* prev_out,
+                                    const int* src_rows, const int* pos, const float* inv_freq, const bf16_t* wte,
+                                    int N, int C, int half) {
     grid_dep_launch();
     grid_dep_wait();
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx < (size_t)N * half) {
+        const int i = idx / half, j = idx % half;
+        float s, c;
+        sincosf((float)pos[i] * inv_freq[j], &s, &c);
+        rope[idx] = make_float2(c, s);
+    }
     if (idx >= (size_t)N * C) return;
     int i = idx / C, c = idx % C;
     const int src = src_rows[i];
@@ -47,28 +57,41 @@ extern "C" __global__ void q3_embed(float* out, const int* tokens, const int* pr
 }
 
 // q3_rmsnorm: out (R, C) bf16 = x / sqrt(mean(x^2) + eps) * w for R rows of
-// inp (N, C) fp32: the first R (rows = null) or rows[0..R). One warp a row,
-// 4 rows a block; C a multiple of 4.
-extern "C" __global__ void q3_rmsnorm(bf16_t* out, const float* inp, const int* rows, const float* w, int R, int C,
-                                      float eps) {
+// inp (N, C) fp32: the first R (rows = null) or rows[0..R). One block of
+// 256 threads a row (a row of up to 1,024 channels is one 16-byte load a
+// thread, held in registers between the sum and the write; wider rows
+// loop); C a multiple of 4.
+extern "C" __global__ void __launch_bounds__(256) q3_rmsnorm(bf16_t* out, const float* inp, const int* rows,
+                                                              const float* w, int R, int C, float eps) {
     grid_dep_launch();
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int r = blockIdx.x * 4 + warp;
-    if (r >= R) return;
+    __shared__ float part[8];
+    const int r = blockIdx.x, tid = threadIdx.x;
     const int src = rows ? rows[r] : r;
     grid_dep_wait();
     const float4* x = reinterpret_cast<const float4*>(inp + (size_t)src * C);
+    const bool one = C <= 1024;
+    float4 v0 = make_float4(0.f, 0.f, 0.f, 0.f);
     float ss = 0.f;
-    for (int j = lane; j < C / 4; j += 32) {
-        float4 v = x[j];
-        ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    if (one) {
+        if (tid < C / 4) v0 = x[tid];
+        ss = v0.x * v0.x + v0.y * v0.y + v0.z * v0.z + v0.w * v0.w;
+    } else {
+        for (int j = tid; j < C / 4; j += 256) {
+            float4 v = x[j];
+            ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+        }
     }
     ss = warp_sum(ss);
+    if (tid % 32 == 0) part[tid / 32] = ss;
+    __syncthreads();
+    ss = 0.f;
+#pragma unroll
+    for (int k = 0; k < 8; k++) ss += part[k];
     const float inv = rsqrtf(ss / C + eps);
     bf16_t* o = out + (size_t)r * C;
-    for (int j = lane; j < C / 4; j += 32) {
-        float4 v = x[j];
-        float4 g = reinterpret_cast<const float4*>(w)[j];
+    for (int j = tid; j < C / 4; j += 256) {
+        const float4 v = one ? v0 : x[j];
+        const float4 g = reinterpret_cast<const float4*>(w)[j];
         uint2 packed;
         packed.x = (uint32_t)f2bf(v.x * inv * g.x) | ((uint32_t)f2bf(v.y * inv * g.y) << 16);
         packed.y = (uint32_t)f2bf(v.z * inv * g.z) | ((uint32_t)f2bf(v.w * inv * g.w) << 16);
@@ -81,11 +104,10 @@ extern "C" __global__ void q3_rmsnorm(bf16_t* out, const float* inp, const int* 
 // heads k_norm, the rotation, and go to the cache at slots[i]; value heads
 // go to the cache as they are. A slot < 0 stores nothing. Head size 128:
 // lane l holds elements 4l..4l+3, so the rotation's partner (j + 64) is in
-// lane l ^ 16. inv_freq (64) fp32 is theta^(-2j/128) as transformers
-// computes it; the angle pos * inv_freq is rounded to fp32 as there.
+// lane l ^ 16. rope (N, 64) holds each row's (cos, sin) (q3_embed).
 extern "C" __global__ void q3_qk_rope_kv(bf16_t* qkv, bf16_t* kc, bf16_t* vc, const float* qn, const float* kn,
-                                         const float* inv_freq, const int* pos, const int* slots, int N, int NH,
-                                         int NKV, int B, float eps) {
+                                         const float2* rope, const int* slots, int N, int NH, int NKV, int B,
+                                         float eps) {
     grid_dep_launch();
     const int HD = 128;
     const int heads = NH + 2 * NKV;
@@ -93,7 +115,6 @@ extern "C" __global__ void q3_qk_rope_kv(bf16_t* qkv, bf16_t* kc, bf16_t* vc, co
     if (warp >= N * heads) return;
     const int i = warp / heads, h = warp % heads;
     const int slot = slots[i];
-    const float p = (float)pos[i];
     grid_dep_wait();
     bf16_t* x = qkv + (size_t)i * heads * HD + (size_t)h * HD + 4 * lane;
     const uint2 raw = *reinterpret_cast<const uint2*>(x);
@@ -111,10 +132,8 @@ extern "C" __global__ void q3_qk_rope_kv(bf16_t* qkv, bf16_t* kc, bf16_t* vc, co
 #pragma unroll
         for (int c = 0; c < 4; c++) {
             const float partner = __shfl_xor_sync(0xffffffffu, v[c], 16);
-            const int j = (4 * lane + c) % 64;
-            float s, co;
-            sincosf(p * inv_freq[j], &s, &co);
-            o[c] = lane < 16 ? v[c] * co - partner * s : v[c] * co + partner * s;
+            const float2 cs = rope[(size_t)i * 64 + (4 * lane + c) % 64];
+            o[c] = lane < 16 ? v[c] * cs.x - partner * cs.y : v[c] * cs.x + partner * cs.y;
         }
 #pragma unroll
         for (int c = 0; c < 4; c++) v[c] = o[c];
@@ -173,7 +192,13 @@ extern "C" __global__ void q3_swiglu(bf16_t* out, const bf16_t* gu, int N, int I
 // for q3_attn_combine. (A warp per (row, KV head, slice) without block
 // synchronisation, attention_warp.cu's shape, took 2.99 ms a step against
 // this kernel's 2.47 at batch 128, context 300 on the H100.)
-#define Q3_TILE 64
+#ifndef Q3_TILE
+#define Q3_TILE 64  // keys a tile: 16 a pass
+#endif
+#define Q3_PASSES (Q3_TILE / 16)
+#ifndef Q3_ROWS_BLOCKS
+#define Q3_ROWS_BLOCKS 4  // blocks an SM the register budget allows (G <= 2)
+#endif
 #define Q3_HD 128
 
 template <int G>
@@ -216,9 +241,9 @@ __device__ __forceinline__ void q3_attn_rows(bf16_t* att, float* part, const bf1
     for (int g = 0; g < G; g++) acc[g][0] = acc[g][1] = acc[g][2] = acc[g][3] = 0.f;
     for (int t0 = k0; t0 < k1; t0 += Q3_TILE) {
         const int nk = min(Q3_TILE, k1 - t0);
-        uint4 kr[4][2];
+        uint4 kr[Q3_PASSES][2];
 #pragma unroll
-        for (int pass = 0; pass < 4; pass++) {
+        for (int pass = 0; pass < Q3_PASSES; pass++) {
             const int key = t0 + pass * 16 + warp * 4 + lane / 8;
             if (key < k1) {
                 const uint4* kp = reinterpret_cast<const uint4*>(kc + kv_offset(bt[key / B], kvh, key % B, NKV, B, Q3_HD) + 16 * sub);
@@ -228,17 +253,17 @@ __device__ __forceinline__ void q3_attn_rows(bf16_t* att, float* part, const bf1
                 kr[pass][0] = kr[pass][1] = make_uint4(0u, 0u, 0u, 0u);
             }
         }
-        uint2 vr[PREFETCH ? 16 : 1];
+        uint2 vr[PREFETCH ? Q3_TILE / 4 : 1];
         if (PREFETCH) {
 #pragma unroll
-            for (int i = 0; i < 16; i++) {
+            for (int i = 0; i < Q3_TILE / 4; i++) {
                 const int kk = warp + 4 * i;
                 vr[i] = kk < nk ? *reinterpret_cast<const uint2*>(vc + kv_offset(bt[(t0 + kk) / B], kvh, (t0 + kk) % B, NKV, B, Q3_HD) + 4 * lane)
                                 : make_uint2(0u, 0u);
             }
         }
 #pragma unroll
-        for (int pass = 0; pass < 4; pass++) {
+        for (int pass = 0; pass < Q3_PASSES; pass++) {
             const int kk = pass * 16 + warp * 4 + lane / 8;
             float kf[16];
             unpack_bf8(kr[pass][0], kf);
@@ -264,14 +289,20 @@ __device__ __forceinline__ void q3_attn_rows(bf16_t* att, float* part, const bf1
         for (int i = 0; i < (G + 3) / 4; i++) {
             const int g = warp + 4 * i;
             if (g >= G) break;
-            const float a = s[g][lane], b = s[g][lane + 32];
-            const float mx = fmaxf(m[i], warp_max(fmaxf(a, b)));
+            float x[Q3_TILE / 32], mt = NEG_INF;
+#pragma unroll
+            for (int u = 0; u < Q3_TILE / 32; u++) x[u] = s[g][lane + 32 * u], mt = fmaxf(mt, x[u]);
+            const float mx = fmaxf(m[i], warp_max(mt));
             const float c = mx == NEG_INF ? 1.f : exp2f(m[i] - mx);
-            const float pa = mx == NEG_INF ? 0.f : exp2f(a - mx), pb = mx == NEG_INF ? 0.f : exp2f(b - mx);
-            l[i] = l[i] * c + warp_sum(pa + pb);
+            float ps = 0.f;
+#pragma unroll
+            for (int u = 0; u < Q3_TILE / 32; u++) {
+                x[u] = mx == NEG_INF ? 0.f : exp2f(x[u] - mx);
+                ps += x[u];
+                s[g][lane + 32 * u] = x[u];
+            }
+            l[i] = l[i] * c + warp_sum(ps);
             m[i] = mx;
-            s[g][lane] = pa;
-            s[g][lane + 32] = pb;
             if (lane == 0) corr_s[g] = c;
         }
         __syncthreads();
@@ -282,7 +313,7 @@ __device__ __forceinline__ void q3_attn_rows(bf16_t* att, float* part, const bf1
             for (int e = 0; e < 4; e++) acc[g][e] *= c;
         }
 #pragma unroll
-        for (int i = 0; i < 16; i++) {
+        for (int i = 0; i < Q3_TILE / 4; i++) {
             const int kk = warp + 4 * i;
             if (kk >= nk) break;
             const uint2 raw = PREFETCH ? vr[PREFETCH ? i : 0]
@@ -509,7 +540,7 @@ extern "C" __global__ void __launch_bounds__(128) q3_attn_prefill(
 }
 
 #define Q3_ATTN_KERNELS(G)                                                                                            \
-    extern "C" __global__ void __launch_bounds__(128, G <= 2 ? 4 : 1) q3_attn_rows_##G(                               \
+    extern "C" __global__ void __launch_bounds__(128, G <= 2 ? Q3_ROWS_BLOCKS : 1) q3_attn_rows_##G(                  \
         bf16_t* att, float* part, const bf16_t* qkv, const bf16_t* kc, const bf16_t* vc, const int* pos,             \
         const int* dec_seqs, const int* q_start, const int* block_tables, const int* bt_stride, int NH, int NKV,     \
         int B, float scale_log2, int nsplit) {                                                                        \

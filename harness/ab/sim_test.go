@@ -1,0 +1,264 @@
+package ab
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/roseinfer/roseinfer/harness/backend"
+	"github.com/roseinfer/roseinfer/harness/backend/backendtest"
+	"github.com/roseinfer/roseinfer/harness/report"
+	"github.com/roseinfer/roseinfer/harness/servers"
+	"github.com/roseinfer/roseinfer/results"
+)
+
+// Tests against the real `roseinfer serve --device sim`: the server,
+// scheduler and KV cache are real and the forward is a fixed step, so a
+// side whose step is 20% longer has decode latencies 20% longer, and two
+// sides with the same step differ only by the machine's noise.
+
+var built struct {
+	once sync.Once
+	bin  string
+	dir  string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+// roseinfer builds cmd/roseinfer once for the package ($ROSEINFER_BIN names
+// a prebuilt one instead).
+func roseinfer(t *testing.T) string {
+	t.Helper()
+	built.once.Do(func() {
+		if p := os.Getenv("ROSEINFER_BIN"); p != "" {
+			built.bin = p
+			return
+		}
+		root, err := backend.ModuleRoot()
+		if err != nil {
+			built.err = err
+			return
+		}
+		if built.dir, err = os.MkdirTemp("", "bench-ab-test-"); err != nil {
+			built.err = err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		built.bin, built.err = backend.BuildRoseinfer(ctx, root, built.dir)
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.bin
+}
+
+// simTrace writes a BurstGPT-format trace of n requests arriving as a
+// Poisson process at rate req/s, prompts of 16-128 tokens, outputs of 8-32.
+func simTrace(t *testing.T, n int, rate float64) string {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(1, 2))
+	var b strings.Builder
+	b.WriteString("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n")
+	at := 0.0
+	for range n {
+		at += rng.ExpFloat64() / rate
+		in, out := 16+rng.IntN(113), 8+rng.IntN(25)
+		fmt.Fprintf(&b, "%.6f,ChatGPT,%d,%d,%d,Conversation log\n", at, in, out, in+out)
+	}
+	path := filepath.Join(t.TempDir(), "trace.csv")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// simOptions is an A/B on the sim device: n requests at 150 req/s a
+// round, the default 16 rounds a side.
+func simOptions(t *testing.T, a, b SideSpec, n int) Options {
+	o := DefaultOptions()
+	o.A, o.B = a, b
+	o.Servers.Device = "sim"
+	o.Servers.ServerArgs = []string{"--sim-step-us", "1000"}
+	o.Servers.PortBase = backendtest.PortBase(t)
+	o.Servers.TimeoutReady = 60 * time.Second
+	// Pinning would also pin this test process for the tests after it.
+	o.Servers.ServerCPUs, o.Servers.ClientCPUs = servers.NoPinning, servers.NoPinning
+	o.Workload.TracePath = simTrace(t, n, 150)
+	o.Workload.N = n
+	o.Workload.IgnoreEOS = true
+	o.Workload.WarmupRequests = 3
+	o.Workload.WarmupOutputLen = 8
+	o.Load.Scales = []float64{1}
+	o.Load.StartOffsetS = 0.05
+	o.Stats.Iterations = 1000
+	o.Output.RunDir = t.TempDir()
+	return o
+}
+
+// A 20% longer sim step on B (the same binary, --b-args) is flagged on
+// TPOT, and the ratio and pooled values agree with the summaries the run
+// wrote.
+func TestSlowerStepIsFlaggedOnTPOT(t *testing.T) {
+	bin := roseinfer(t)
+	o := simOptions(t, SideSpec{Spec: bin}, SideSpec{Spec: bin, Args: []string{"--sim-step-us", "1200"}}, 20)
+	rep, err := Run(context.Background(), nil, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Failures) > 0 || rep.Result == nil {
+		t.Fatalf("failures: %v", rep.Failures)
+	}
+	res := rep.Result
+	tpot := findRow(t, res, "tpot_ms.p90", "tpot_ms.p90>+10%")
+	if tpot.CI == nil {
+		t.Fatalf("tpot_ms.p90: no interval (%s)", tpot.Note)
+	}
+	if tpot.Status != report.StatusRegression || !tpot.Differs {
+		t.Errorf("tpot_ms.p90: status %s, interval %v: want a regression whose interval excludes 1", tpot.Status, tpot.CI)
+	}
+	t.Logf("tpot_ms.p90: A %.3f ms, B %.3f ms, B/A %.3f, 95%% interval [%.3f, %.3f], %s; %d regressions",
+		*tpot.A, *tpot.B, *tpot.Ratio, tpot.CI[0], tpot.CI[1], tpot.Status, res.Regressions)
+	if r := *tpot.Ratio; r < 1.12 || r > 1.28 {
+		t.Errorf("tpot_ms.p90 ratio %.3f, want about 1.2", r)
+	}
+	if res.Regressions == 0 {
+		t.Error("no regression counted")
+	}
+	// The A and B figures are the pooled summaries' (same definition, same data).
+	on, err := results.LoadOnline(rep.ResultsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range on.Summaries {
+		want := map[string]*float64{LabelA: tpot.A, LabelB: tpot.B}[s.Backend]
+		if s.TPOTMs.P90 == nil || want == nil || *s.TPOTMs.P90 != *want {
+			t.Errorf("%s: pooled summary TPOT p90 %v, ab.json %v: want the same number", s.Backend, s.TPOTMs.P90, want)
+		}
+		if len(s.Rounds) != o.Load.Pairs {
+			t.Errorf("%s: %d rounds in the summary, want %d", s.Backend, len(s.Rounds), o.Load.Pairs)
+		}
+	}
+	for _, f := range []string{rep.JSONPath, rep.MarkdownPath, filepath.Join(rep.RunDir, "A.server.log")} {
+		if _, err := os.Stat(f); err != nil {
+			t.Error(err)
+		}
+	}
+	// Judged again from the files, with the same seed: the same verdicts.
+	again, err := Analyze(on, o.Stats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Regressions != res.Regressions || *findRow(t, again, "tpot_ms.p90", "tpot_ms.p90>+10%").CI != *tpot.CI {
+		t.Error("judging the written records again gave other verdicts or intervals")
+	}
+}
+
+// envCount is the positive count in $name, else def.
+func envCount(t *testing.T, name string, def int) int {
+	if v := os.Getenv(name); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("%s=%q: want a positive count", name, v)
+		}
+		return n
+	}
+	return def
+}
+
+// Two identical servers (the same binary and flags) judged against each
+// other again and again: no try may end in a regression (the gate's false
+// alarm), and the intervals must hold 1.0 at least as often as 95%
+// intervals promise, give or take two (an interval that ignored the spread
+// between rounds misses it far more often). Every miss is logged. The
+// servers are started once and reached as URLs, so the tries cost only
+// their rounds. $AB_TRIES, $AB_REQUESTS and $AB_ROUNDS size it: by default
+// three tries of 16 round pairs of 20 requests, about 20 s; make ab-check
+// runs 20 tries of 16 pairs of 40 requests.
+func TestIdenticalSidesNoFalseAlarm(t *testing.T) {
+	bin := roseinfer(t)
+	var urls [2]string
+	used := map[int]bool{}
+	portBase := backendtest.PortBase(t)
+	for i := range urls {
+		spec := backend.Roseinfer(backend.RoseinferOptions{Binary: bin, Label: "sim" + strconv.Itoa(i), Device: "sim",
+			Flags: []string{"--sim-step-us", "1000"}})
+		srv, err := backend.Launch(context.Background(), spec, backend.LaunchOptions{PortBase: portBase, UsedPorts: used,
+			RunDir: t.TempDir(), ReadyTimeout: 60 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(srv.Stop)
+		urls[i] = srv.BaseURL
+	}
+	tries, n, pairs := envCount(t, "AB_TRIES", 3), envCount(t, "AB_REQUESTS", 20), envCount(t, "AB_ROUNDS", 16)
+	falseAlarms, intervals, outside := 0, 0, map[string]int{}
+	for try := range tries {
+		o := simOptions(t, SideSpec{Spec: urls[0]}, SideSpec{Spec: urls[1]}, n)
+		o.Stats.Seed = uint64(try)
+		o.Load.Pairs = pairs
+		rep, err := Run(context.Background(), nil, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Failures) > 0 {
+			t.Fatalf("try %d: %v", try, rep.Failures)
+		}
+		if rep.Result.Regressions > 0 || len(rep.Result.Unevaluated) > 0 {
+			falseAlarms++
+			t.Logf("try %d: %d regressions, not evaluated: %v", try, rep.Result.Regressions, rep.Result.Unevaluated)
+		}
+		seen := map[string]bool{}
+		for _, row := range rep.Result.Rows {
+			if row.Metric == "success_rate" || seen[row.Metric] {
+				continue
+			}
+			seen[row.Metric] = true
+			intervals++
+			if row.CI == nil || row.Differs {
+				outside[row.Metric]++
+				t.Logf("try %d: %s ratio %v interval %v", try, row.Metric, value(row.Ratio), row.CI)
+			}
+		}
+	}
+	missed := 0
+	for _, n := range outside {
+		missed += n
+	}
+	t.Logf("%d identical A/Bs of %d round pairs of %d requests: %d ended in a regression or an unevaluated rule; "+
+		"%d of %d intervals held 1.0; misses by metric: %v", tries, pairs, n, falseAlarms, intervals-missed, intervals, outside)
+	if falseAlarms > 0 {
+		t.Errorf("%d of %d tries of identical sides ended in a regression or an unevaluated rule", falseAlarms, tries)
+	}
+	if allowed := 2 + intervals/20; missed > allowed {
+		t.Errorf("%d of %d intervals missed 1.0 (allowed: %d)", missed, intervals, allowed)
+	}
+}
+
+func findRow(t *testing.T, res *Result, metric, rule string) Row {
+	t.Helper()
+	for _, r := range res.Rows {
+		if r.Metric == metric && r.Rule == rule {
+			if r.Ratio == nil {
+				t.Fatalf("%s: no ratio", metric)
+			}
+			return r
+		}
+	}
+	t.Fatalf("no row %s judged by %s", metric, rule)
+	return Row{}
+}
