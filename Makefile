@@ -7,7 +7,7 @@ export CGO_ENABLED := 0
 # copy of the tree may sit at another commit, must name the code that ran.
 VCS      := -buildvcs=auto
 
-.PHONY: all build bench cpu-numbers test vet fmt-check fuzz fuzz-server gpu-build gpu-test gpu-bench gpu-ncu gpu-stack-build gpu-stack clean lint-workflows ab-check
+.PHONY: all build bench cpu-numbers test vet fmt-check fuzz fuzz-server gpu-build gpu-test gpu-bench gpu-ncu gpu-stack-build gpu-stack gpu-qwen3 clean lint-workflows ab-check
 
 all: build
 
@@ -62,6 +62,10 @@ gpu-stack-build:
 
 gpu-stack:
 	bash harness/gpu_stack.sh
+
+# Issue 34's Qwen3-0.6B figures beside GPT-2's (needs gpu-build and gpu-stack-build).
+gpu-qwen3:
+	bash harness/gpu_qwen3.sh
 
 gpu-test:
 	bash engine/device/cuda/gpu_check.sh all
