@@ -193,13 +193,11 @@ func runAB(cmd *cobra.Command, o *ab.Options, f *abFlags) error {
 	if len(rep.Failures) > 0 {
 		return abUnusable(fmt.Errorf("no comparison:\n  %s", strings.Join(rep.Failures, "\n  ")))
 	}
-	if err := printAB(cmd.OutOrStdout(), rep.Result, f); err != nil {
-		return err
-	}
-	if rep.Interrupted {
+	err = printAB(cmd.OutOrStdout(), rep.Result, f)
+	if rep.Interrupted { // as bench online: 130 whatever the verdict on what finished
 		return &exitError{code: exitInterrupted, msg: "interrupted; the rounds that finished were judged, in " + rep.RunDir}
 	}
-	return nil
+	return err
 }
 
 // resultsPath accepts a run directory or its online_results.json.

@@ -38,7 +38,9 @@ func TestABFlagErrors(t *testing.T) {
 
 // The command end to end on the sim device: the same binary with a 20%
 // longer step on B exits 1 with TPOT flagged; the run judged again with
-// --from and no rules exits 0; --json parses.
+// --from and no rules exits 0; --json parses. Four rounds a side keep it
+// short; the rule is on TPOT's median, which two ABBA blocks pin down even
+// when make test loads the machine (its tail is harness/ab's test, with 16).
 func TestABCommandFlagsSlowerStep(t *testing.T) {
 	bin := buildRoseinfer(t)
 	trace := filepath.Join(t.TempDir(), "trace.csv")
@@ -57,8 +59,9 @@ func TestABCommandFlagsSlowerStep(t *testing.T) {
 	out, code := execBench(t, "ab", "--a", bin, "--b", bin, "--b-args", "--sim-step-us 1200", "--device", "sim",
 		"--server-args", "--sim-step-us 1000", "--trace", trace, "--n", "20", "--scales", "1", "--rounds", "4",
 		"--start-offset-s", "0.05", "--ignore-eos", "--warmup-requests", "2", "--bootstrap-iterations", "500",
+		"--fail-on", "tpot_ms.p50>+10%",
 		"--server-cpus", "none", "--port-base", fmt.Sprint(backendtest.PortBase(t)), "--output-dir", outDir)
-	if code != exitRegression || !strings.Contains(out, "**REGRESSION**") || !strings.Contains(out, "| tpot_ms.p90 |") {
+	if code != exitRegression || !strings.Contains(out, "**REGRESSION**") || !strings.Contains(out, "| tpot_ms.p50 |") {
 		t.Fatalf("exit %d, want %d with TPOT flagged:\n%s", code, exitRegression, out)
 	}
 	runs, _ := filepath.Glob(filepath.Join(outDir, "ab_*"))
@@ -70,7 +73,7 @@ func TestABCommandFlagsSlowerStep(t *testing.T) {
 		t.Errorf("--from --fail-on none: exit %d, want 0:\n%s", code, out)
 	}
 	report := filepath.Join(t.TempDir(), "ab.json")
-	out, code = execBench(t, "ab", "--from", runs[0], "--fail-on", "tpot_ms.p90>+10%", "--json", "--output", report)
+	out, code = execBench(t, "ab", "--from", runs[0], "--fail-on", "tpot_ms.p50>+10%", "--json", "--output", report)
 	var res ab.Result
 	if err := json.Unmarshal([]byte(out[:strings.LastIndex(out, "}")+1]), &res); err != nil || code != exitRegression || res.Regressions != 1 {
 		t.Errorf("--from --json: exit %d, %d regressions, err %v:\n%s", code, res.Regressions, err, out)

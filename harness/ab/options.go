@@ -71,10 +71,10 @@ type Output struct {
 }
 
 // DefaultOptions are bench online's server and workload defaults, one scale
-// and 16 rounds a side (8 ABBA blocks): the embedded default (roseinfer on
-// the CPU, the first 50 requests of the bundled Azure trace at scale 0.4)
-// takes about 11 s a round, about 6 minutes in all. Many short rounds judge
-// better than a few long ones (docs/AB.md).
+// and 16 rounds a side (8 ABBA blocks): on the embedded default (roseinfer
+// on the CPU) a round replays the first 50 requests of the bundled Azure
+// trace, 26.5 s of it, at scale 0.4 (10.6 s), so the 32 rounds take about 6
+// minutes. Many short rounds judge better than a few long ones (docs/AB.md).
 func DefaultOptions() Options {
 	return Options{
 		Servers: servers.Options{

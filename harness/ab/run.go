@@ -1,6 +1,7 @@
 package ab
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -194,7 +195,7 @@ func prepareSides(ctx context.Context, o *Options, log io.Writer) ([2]*side, fun
 	if sides[0].Kind == KindURL || sides[1].Kind == KindURL {
 		// A server someone else runs: no default CPU split (as bench
 		// online --base-url).
-		o.Servers.BaseURL = sides[0].URL + sides[1].URL
+		o.Servers.BaseURL = cmp.Or(sides[0].URL, sides[1].URL)
 	}
 	return sides, cleanup, nil
 }
