@@ -1,14 +1,13 @@
 package profile
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/roseinfer/roseinfer/harness/client"
 )
 
 // controller sends a server's profiler requests: POST <root>/start_profile
@@ -30,34 +29,12 @@ func newController(baseURL, apiKey string, timeout time.Duration) *controller {
 // POSTs) and returns the answer. Anything but 200 is "<what> failed: ...",
 // the original's profile_error text.
 func (c *controller) post(ctx context.Context, what string, body any) ([]byte, error) {
-	var rd io.Reader
-	if body != nil {
-		data, err := json.Marshal(body)
-		if err != nil {
-			return nil, fmt.Errorf("%s failed: %w", what, err)
-		}
-		rd = bytes.NewReader(data)
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.baseURL+"/"+what, rd)
+	ans, status, err := client.Control(ctx, c.client, c.baseURL+"/"+what, c.apiKey, body, c.timeout)
 	if err != nil {
 		return nil, fmt.Errorf("%s failed: %w", what, err)
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+c.apiKey)
-	}
-	resp, err := c.client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("%s failed: %w", what, err)
-	}
-	defer resp.Body.Close()
-	ans, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode != http.StatusOK {
-		return ans, fmt.Errorf("%s failed: HTTP %d: %s", what, resp.StatusCode, strings.TrimSpace(string(ans)))
+	if status != http.StatusOK {
+		return ans, fmt.Errorf("%s failed: HTTP %d: %s", what, status, strings.TrimSpace(string(ans)))
 	}
 	return ans, nil
 }

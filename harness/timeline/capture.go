@@ -1,11 +1,9 @@
 package timeline
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,6 +12,7 @@ import (
 
 	engineprofile "github.com/roseinfer/roseinfer/engine/profile"
 	"github.com/roseinfer/roseinfer/harness/backend"
+	"github.com/roseinfer/roseinfer/harness/client"
 	"github.com/roseinfer/roseinfer/results"
 )
 
@@ -175,34 +174,12 @@ func (c *Capture) stop(ctx context.Context, roundStart time.Time, rt *results.Ro
 // anything but 200 is an error quoting the server.
 func (s *Server) post(ctx context.Context, path string, body any) ([]byte, error) {
 	what := strings.TrimPrefix(path, "/")
-	var rd io.Reader
-	if body != nil {
-		data, err := json.Marshal(body)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
-		}
-		rd = bytes.NewReader(data)
-	}
-	ctx, cancel := context.WithTimeout(ctx, controlTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.baseURL+path, rd)
+	ans, status, err := client.Control(ctx, s.client, s.baseURL+path, s.apiKey, body, controlTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if s.apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+s.apiKey)
-	}
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	defer resp.Body.Close()
-	ans, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: HTTP %d: %s", what, resp.StatusCode, strings.TrimSpace(string(ans)))
+	if status != http.StatusOK {
+		return nil, fmt.Errorf("%s: HTTP %d: %s", what, status, strings.TrimSpace(string(ans)))
 	}
 	return ans, nil
 }
