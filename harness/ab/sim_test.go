@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,48 +23,11 @@ import (
 // side whose step is 20% longer has decode latencies 20% longer, and two
 // sides with the same step differ only by the machine's noise.
 
-var built struct {
-	once sync.Once
-	bin  string
-	dir  string
-	err  error
-}
+func TestMain(m *testing.M) { backendtest.Main(m) }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if built.dir != "" {
-		os.RemoveAll(built.dir)
-	}
-	os.Exit(code)
-}
-
-// roseinfer builds cmd/roseinfer once for the package ($ROSEINFER_BIN names
-// a prebuilt one instead).
-func roseinfer(t *testing.T) string {
-	t.Helper()
-	built.once.Do(func() {
-		if p := os.Getenv("ROSEINFER_BIN"); p != "" {
-			built.bin = p
-			return
-		}
-		root, err := backend.ModuleRoot()
-		if err != nil {
-			built.err = err
-			return
-		}
-		if built.dir, err = os.MkdirTemp("", "bench-ab-test-"); err != nil {
-			built.err = err
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		built.bin, built.err = backend.BuildRoseinfer(ctx, root, built.dir)
-	})
-	if built.err != nil {
-		t.Fatal(built.err)
-	}
-	return built.bin
-}
+// roseinfer is cmd/roseinfer built once for the package ($ROSEINFER_BIN names a
+// prebuilt one instead).
+func roseinfer(t *testing.T) string { return backendtest.RoseinferOnce(t) }
 
 // simTrace writes a BurstGPT-format trace of n requests arriving as a
 // Poisson process at rate req/s, prompts of 16-128 tokens, outputs of 8-32.

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -26,55 +25,11 @@ import (
 // inter-token gap the server produces is the step time, and what the
 // harness measures on top of it is the harness's own error.
 
-var built struct {
-	once sync.Once
-	dir  string
-	path string
-	err  error
-}
+func TestMain(m *testing.M) { backendtest.Main(m) }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if built.dir != "" {
-		os.RemoveAll(built.dir)
-	}
-	os.Exit(code)
-}
-
-// roseinferBinary builds cmd/roseinfer once per test run ($ROSEINFER_BIN
-// names a prebuilt one instead).
-func roseinferBinary(t *testing.T) string {
-	t.Helper()
-	built.once.Do(func() {
-		if p := os.Getenv("ROSEINFER_BIN"); p != "" { // a prebuilt binary
-			built.path = p
-			return
-		}
-		root, err := backend.ModuleRoot()
-		if err != nil {
-			built.err = err
-			return
-		}
-		if m, _ := filepath.Glob(filepath.Join(root, "cmd", "roseinfer", "*.go")); len(m) == 0 {
-			built.err = fmt.Errorf("skip: cmd/roseinfer has no sources yet")
-			return
-		}
-		if built.dir, err = os.MkdirTemp("", "roseinfer-run-test-"); err != nil {
-			built.err = err
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		built.path, built.err = backend.BuildRoseinfer(ctx, root, built.dir)
-	})
-	if built.err != nil {
-		if strings.HasPrefix(built.err.Error(), "skip: ") {
-			t.Skip(built.err.Error())
-		}
-		t.Fatal(built.err)
-	}
-	return built.path
-}
+// roseinferBinary is cmd/roseinfer built once for the package ($ROSEINFER_BIN names a
+// prebuilt one instead).
+func roseinferBinary(t *testing.T) string { return backendtest.RoseinferOnce(t) }
 
 // burstTrace writes a BurstGPT-format trace of n requests at rate req/s.
 func burstTrace(t *testing.T, n int, rate float64, inputLen, outputLen int) string {

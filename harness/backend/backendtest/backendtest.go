@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -48,4 +49,59 @@ func Roseinfer(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return bin
+}
+
+// shared is the roseinfer binary RoseinferOnce built for this test process.
+var shared struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+	skip bool
+}
+
+// RoseinferOnce is Roseinfer built once per test process, for packages
+// whose tests launch many servers. The package's TestMain calls Main, which
+// removes the build when the tests are done.
+func RoseinferOnce(t testing.TB) string {
+	t.Helper()
+	shared.once.Do(func() {
+		if p := os.Getenv("ROSEINFER_BIN"); p != "" {
+			shared.bin = p
+			return
+		}
+		root, err := backend.ModuleRoot()
+		if err != nil {
+			shared.err = err
+			return
+		}
+		if m, _ := filepath.Glob(filepath.Join(root, "cmd", "roseinfer", "*.go")); len(m) == 0 {
+			shared.skip = true
+			return
+		}
+		if shared.dir, err = os.MkdirTemp("", "roseinfer-test-bin-"); err != nil {
+			shared.err = err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		shared.bin, shared.err = backend.BuildRoseinfer(ctx, root, shared.dir)
+	})
+	switch {
+	case shared.skip:
+		t.Skip("cmd/roseinfer has no sources yet")
+	case shared.err != nil:
+		t.Fatal(shared.err)
+	}
+	return shared.bin
+}
+
+// Main runs a package's tests (m.Run) and then removes what RoseinferOnce
+// built; a package that uses RoseinferOnce calls it from its TestMain.
+func Main(m *testing.M) {
+	code := m.Run()
+	if shared.dir != "" {
+		os.RemoveAll(shared.dir)
+	}
+	os.Exit(code)
 }
