@@ -56,6 +56,7 @@ type Client struct {
 	fresh *http.Client
 	// noRetry turns the retry off (tests show what the old client lost).
 	noRetry bool
+	conns   connCounter // both pools' connections (pool.go)
 }
 
 // New builds a Client with its own connection pool.
@@ -64,12 +65,13 @@ func New(opts Options) *Client {
 	if opts.MaxConcurrency < 1 {
 		opts.MaxConcurrency = 1
 	}
+	c := &Client{opts: opts}
 	t := &http.Transport{
 		Proxy: nil, // a benchmark talks to the server directly
-		DialContext: (&net.Dialer{
+		DialContext: c.conns.dialer((&net.Dialer{
 			Timeout:   10 * time.Second,
 			KeepAlive: 30 * time.Second,
-		}).DialContext,
+		}).DialContext),
 		MaxIdleConns:        0, // no global cap
 		MaxIdleConnsPerHost: opts.MaxConcurrency,
 		MaxConnsPerHost:     0, // a cap would queue requests inside the client, hidden in TTFT
@@ -81,7 +83,8 @@ func New(opts Options) *Client {
 	}
 	f := t.Clone()
 	f.DisableKeepAlives = true
-	return &Client{opts: opts, transport: t, http: &http.Client{Transport: t}, fresh: &http.Client{Transport: f}}
+	c.transport, c.http, c.fresh = t, &http.Client{Transport: t}, &http.Client{Transport: f}
+	return c
 }
 
 // Close drops idle connections.

@@ -10,6 +10,7 @@ package replay
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sort"
 	"sync"
 	"time"
@@ -178,18 +179,51 @@ func sleepUntil(ctx context.Context, timer *hrtimer.Timer, target time.Time, spi
 		case <-t.C:
 		}
 	}
-	hrtimer.SpinUntil(target)
+	spinUntil(target)
 	return ctx.Err() == nil
+}
+
+// maxHeldSpin is the longest the dispatcher spins without yielding: the
+// default spin window and the timer's usual lateness fit in it.
+const maxHeldSpin = 200 * time.Microsecond
+
+// spinUntil busy-waits until target. Within maxHeldSpin of it, it keeps
+// its processor: a yield (runtime.Gosched) puts the goroutine at the tail of
+// the global run queue, which during a burst of stream chunks holds the
+// reader goroutines the netpoller woke; with 2,000 streams on 2 cores a
+// yielding dispatcher's sends ran late in ramps of 10-20 ms, one per burst.
+// Holding the processor costs at most maxHeldSpin of CPU per request;
+// further out (the Go timer fallback's long spin) it yields as
+// hrtimer.SpinUntil does.
+func spinUntil(target time.Time) {
+	for {
+		left := time.Until(target)
+		if left <= 0 {
+			return
+		}
+		if left > maxHeldSpin {
+			runtime.Gosched()
+		}
+	}
 }
 
 // Warmup sends bodies one after another and drains each stream, as the
 // original's warmup. It stops at the first failed request.
 func Warmup(ctx context.Context, c *client.Client, endpoint client.Endpoint, bodies [][]byte) (time.Duration, error) {
+	return warmup(ctx, c, endpoint, bodies, nil)
+}
+
+// warmup is Warmup, handing each successful result to seen (when not nil).
+func warmup(ctx context.Context, c *client.Client, endpoint client.Endpoint, bodies [][]byte,
+	seen func(*client.Result)) (time.Duration, error) {
 	start := time.Now()
 	for i, body := range bodies {
 		res := c.Do(ctx, endpoint, body)
 		if res.Err != nil {
 			return time.Since(start), fmt.Errorf("warmup request %d of %d: %s: %w", i+1, len(bodies), res.ErrKind, res.Err)
+		}
+		if seen != nil {
+			seen(res)
 		}
 	}
 	return time.Since(start), nil
