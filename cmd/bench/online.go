@@ -188,6 +188,7 @@ func (of *onlineFlags) register(cmd *cobra.Command) {
 	f.IntVar(&o.Load.Repeat, "repeat", o.Load.Repeat, "rounds per scale (bench capacity: per probe, pooled); with more than one, per-round summaries and mean ± 95% CI")
 	f.StringVar(&o.Load.SLO, "slo", "", "service-level objectives for goodput, e.g. ttft=200ms,tpot=50ms (also e2e)")
 	f.Float64Var(&o.Load.SendLagThresholdMs, "send-lag-threshold-ms", o.Load.SendLagThresholdMs, "a scale whose send-lag p99 exceeds this is marked invalid")
+	f.IntVar(&o.Load.PrewarmConns, "prewarm-conns", o.Load.PrewarmConns, "most connections opened before each round, sized to the requests its schedule keeps in flight at the warmup's latency (x2); none is then dialled on the schedule (0 = open none)")
 	f.Float64Var(&of.timeoutReadyS, "timeout-ready-s", o.Servers.TimeoutReady.Seconds(), "max seconds to wait for a server to become ready")
 	f.Float64Var(&of.requestTimeoutS, "request-timeout-s", o.Load.RequestTimeout.Seconds(), "per-request timeout in seconds (0 = none)")
 	f.StringVar(&o.Servers.Host, "host", o.Servers.Host, "bind host of launched servers and client target")

@@ -50,6 +50,7 @@ func onlineMeta(o *OnlineOptions, w *workload.Workload, labels []string) map[str
 		"prefix_mode":           o.Workload.PrefixMode,
 		"repeat":                o.Load.Repeat,
 		"send_lag_threshold_ms": o.Load.SendLagThresholdMs,
+		"prewarm_conns":         o.Load.PrewarmConns,
 		"min_success_rate":      o.Load.MinSuccessRate,
 		"slo":                   o.Load.SLO,
 		"request_timeout_s":     o.Load.RequestTimeout.Seconds(),

@@ -82,6 +82,8 @@ type backendRun struct {
 	bodies [][]byte
 	began  time.Time
 	tl     *timeline.Server // nil without --timeline
+	// lat is the warmup's latency, which sizes the pool (nil: unmeasured).
+	lat *replay.Latency
 	// model and quirks are what a session's later turns are built with.
 	model  string
 	quirks client.Quirks
@@ -144,7 +146,8 @@ func (br *backendRun) start(ctx context.Context, versions map[string]any) bool {
 		br.fail(rec, err.Error())
 		return false
 	}
-	warmupTime, err := replay.Warmup(ctx, br.c, q.Endpoint, warm)
+	warmupTime, lat, err := replay.WarmupLatency(ctx, br.c, q.Endpoint, warm)
+	br.lat = lat
 	rec.Timing.WarmupS = warmupTime.Seconds()
 	if err != nil {
 		if ctx.Err() == nil {
@@ -190,6 +193,8 @@ func (br *backendRun) runScale(ctx, abort context.Context, scale float64) bool {
 		if o.Output.Progress != nil {
 			bar = o.Output.Progress.Start(label, scale, round, o.Load.Repeat, len(items))
 		}
+		br.prewarm(ctx, items)
+		dialled := c.NumDialled()
 		capture := br.tl.Begin(ctx, fmt.Sprintf("scale_%s_round_%d", scaleKey(scale), round))
 		ropts := replay.Options{Client: c, Endpoint: br.endpoint, RequestContext: abort,
 			OnDone: func(*results.Request) {
@@ -211,6 +216,7 @@ func (br *backendRun) runScale(ctx, abort context.Context, scale float64) bool {
 			}
 			break
 		}
+		dialled = c.NumDialled() - dialled
 		fillRequests(r.Requests)
 		roundNo := round
 		if o.Load.Repeat == 1 {
@@ -229,6 +235,10 @@ func (br *backendRun) runScale(ctx, abort context.Context, scale float64) bool {
 			bar.Finish(line)
 		} else {
 			fmt.Fprintln(o.Output.Log, line)
+		}
+		if dialled > 0 {
+			fmt.Fprintf(o.Output.Log, "[%s] %d connections dialled during the round: their sends waited for the dial (--prewarm-conns %d)\n",
+				label, dialled, o.Load.PrewarmConns)
 		}
 		roundReqs = append(roundReqs, r.Requests)
 		rec.Runs = append(rec.Runs, results.Run{Scale: scale, Round: roundNo, Summary: s, RequestMetrics: r.Requests,
@@ -264,6 +274,24 @@ func (br *backendRun) runScale(ctx, abort context.Context, scale float64) bool {
 		}
 	}
 	return ctx.Err() == nil
+}
+
+// prewarm opens the connections the round's schedule keeps in flight
+// (capped by --prewarm-conns) before its first send, so no send waits for
+// a dial. A failure is reported and the round runs with what is open.
+func (br *backendRun) prewarm(ctx context.Context, items []replay.Item) {
+	n := min(replay.PoolSize(items, br.lat), br.o.Load.PrewarmConns)
+	if n <= 0 {
+		return
+	}
+	start := time.Now()
+	dialled, err := br.c.Prewarm(ctx, n)
+	if err != nil {
+		fmt.Fprintf(br.o.Output.Log, "[%s] %v (%d dialled)\n", br.spec.Label, err, dialled)
+	} else if dialled > 0 {
+		fmt.Fprintf(br.o.Output.Log, "[%s] prewarmed %d connections (%d new) in %.0f ms\n", br.spec.Label, n, dialled,
+			time.Since(start).Seconds()*1e3)
+	}
 }
 
 // updateSummary replaces (or adds) the backend's summary for its scale.

@@ -42,6 +42,9 @@ type Load struct {
 	// MinSuccessRate (--min-success-rate): a scale whose success rate is
 	// below it fails the run (after its results are written).
 	MinSuccessRate float64
+	// PrewarmConns (--prewarm-conns) caps the connections opened before
+	// each round (replay.PoolSize of its schedule); 0 opens none.
+	PrewarmConns int
 }
 
 // Output is where a run writes.
@@ -91,10 +94,17 @@ func DefaultOnline() OnlineOptions {
 			RequestTimeout:     600 * time.Second, // the OpenAI SDK's default, which the original used
 			SendLagThresholdMs: 5,
 			MinSuccessRate:     0.99,
+			PrewarmConns:       DefaultPrewarmConns,
 		},
 		Output: Output{OutputDir: "results/runs"},
 	}
 }
+
+// DefaultPrewarmConns is --prewarm-conns's default: room for the 2,000
+// concurrent streams of harness/cpu_numbers.sh twice over. Each connection
+// is a file descriptor here and one in the server; a Prewarm that runs out
+// of them is reported and the round runs with what opened.
+const DefaultPrewarmConns = 4096
 
 // Validate reports the first setting that cannot work.
 func (o *OnlineOptions) Validate() error {
@@ -124,6 +134,8 @@ func (o *OnlineOptions) validateRun() error {
 		return errors.New("--temperature must not be negative")
 	case !(o.Load.MinSuccessRate >= 0 && o.Load.MinSuccessRate <= 1):
 		return fmt.Errorf("--min-success-rate %v: want a fraction in [0, 1]", o.Load.MinSuccessRate)
+	case o.Load.PrewarmConns < 0:
+		return fmt.Errorf("--prewarm-conns %d must not be negative (0 opens none)", o.Load.PrewarmConns)
 	case o.Load.SendLagThresholdMs <= 0:
 		return errors.New("--send-lag-threshold-ms must be positive")
 	case o.Workload.Endpoint != "" && o.Workload.Endpoint != "completions" && o.Workload.Endpoint != "chat":
