@@ -74,10 +74,17 @@ func simOptions(t *testing.T, a, b SideSpec, n int) Options {
 
 // A 20% longer sim step on B (the same binary, --b-args) is flagged on
 // TPOT, and the ratio and pooled values agree with the summaries the run
-// wrote.
+// wrote. The rule is on TPOT's median: with 20 requests a round, a p90's
+// interval still reached 1.0 once in a make test that loaded the machine
+// (B/A 1.185, [0.982, 1.201]); make ab-check judges p90 over 16 rounds of 40.
 func TestSlowerStepIsFlaggedOnTPOT(t *testing.T) {
 	bin := roseinfer(t)
 	o := simOptions(t, SideSpec{Spec: bin}, SideSpec{Spec: bin, Args: []string{"--sim-step-us", "1200"}}, 20)
+	rules, err := report.ParseFailOn("tpot_ms.p50>+10%")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Stats.Rules = rules
 	rep, err := Run(context.Background(), nil, o)
 	if err != nil {
 		t.Fatal(err)
@@ -86,17 +93,17 @@ func TestSlowerStepIsFlaggedOnTPOT(t *testing.T) {
 		t.Fatalf("failures: %v", rep.Failures)
 	}
 	res := rep.Result
-	tpot := findRow(t, res, "tpot_ms.p90", "tpot_ms.p90>+10%")
+	tpot := findRow(t, res, "tpot_ms.p50", "tpot_ms.p50>+10%")
 	if tpot.CI == nil {
-		t.Fatalf("tpot_ms.p90: no interval (%s)", tpot.Note)
+		t.Fatalf("tpot_ms.p50: no interval (%s)", tpot.Note)
 	}
 	if tpot.Status != report.StatusRegression || !tpot.Differs {
-		t.Errorf("tpot_ms.p90: status %s, interval %v: want a regression whose interval excludes 1", tpot.Status, tpot.CI)
+		t.Errorf("tpot_ms.p50: status %s, interval %v: want a regression whose interval excludes 1", tpot.Status, tpot.CI)
 	}
-	t.Logf("tpot_ms.p90: A %.3f ms, B %.3f ms, B/A %.3f, 95%% interval [%.3f, %.3f], %s; %d regressions",
+	t.Logf("tpot_ms.p50: A %.3f ms, B %.3f ms, B/A %.3f, 95%% interval [%.3f, %.3f], %s; %d regressions",
 		*tpot.A, *tpot.B, *tpot.Ratio, tpot.CI[0], tpot.CI[1], tpot.Status, res.Regressions)
 	if r := *tpot.Ratio; r < 1.12 || r > 1.28 {
-		t.Errorf("tpot_ms.p90 ratio %.3f, want about 1.2", r)
+		t.Errorf("tpot_ms.p50 ratio %.3f, want about 1.2", r)
 	}
 	if res.Regressions == 0 {
 		t.Error("no regression counted")
@@ -108,8 +115,8 @@ func TestSlowerStepIsFlaggedOnTPOT(t *testing.T) {
 	}
 	for _, s := range on.Summaries {
 		want := map[string]*float64{LabelA: tpot.A, LabelB: tpot.B}[s.Backend]
-		if s.TPOTMs.P90 == nil || want == nil || *s.TPOTMs.P90 != *want {
-			t.Errorf("%s: pooled summary TPOT p90 %v, ab.json %v: want the same number", s.Backend, s.TPOTMs.P90, want)
+		if s.TPOTMs.P50 == nil || want == nil || *s.TPOTMs.P50 != *want {
+			t.Errorf("%s: pooled summary TPOT p50 %v, ab.json %v: want the same number", s.Backend, s.TPOTMs.P50, want)
 		}
 		if len(s.Rounds) != o.Load.Pairs {
 			t.Errorf("%s: %d rounds in the summary, want %d", s.Backend, len(s.Rounds), o.Load.Pairs)
@@ -125,7 +132,7 @@ func TestSlowerStepIsFlaggedOnTPOT(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again.Regressions != res.Regressions || *findRow(t, again, "tpot_ms.p90", "tpot_ms.p90>+10%").CI != *tpot.CI {
+	if again.Regressions != res.Regressions || *findRow(t, again, "tpot_ms.p50", "tpot_ms.p50>+10%").CI != *tpot.CI {
 		t.Error("judging the written records again gave other verdicts or intervals")
 	}
 }
