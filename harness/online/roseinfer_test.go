@@ -308,6 +308,9 @@ func TestServerKilledMidReplay(t *testing.T) {
 	o.Workload.TracePath = burstTrace(t, 60, 20, 16, 8) // 3 s
 	o.Workload.N = 60
 	o.Load.Scales = []float64{1, 1} // the second scale must not run
+	// A SIGKILLed server cannot remove its temp profile dir: give it one
+	// the test removes.
+	o.Servers.ServerArgs = append(o.Servers.ServerArgs, "--profile-dir", t.TempDir())
 	killer := &killServer{}
 	o.Output.Progress = killer
 	rep, err := Online(context.Background(), context.Background(), o)
