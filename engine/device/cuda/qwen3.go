@@ -135,15 +135,7 @@ func (d *Device) freeRotary() {
 
 // bf16 appends src rounded to bf16 (nearest, ties to even): exact for a
 // checkpoint stored in bf16.
-func (h *hostImage) bf16(src []float32) devPtr {
-	h.align()
-	off := len(h.buf)
-	for _, v := range src {
-		b := f32ToBF16(v)
-		h.buf = append(h.buf, byte(b), byte(b>>8))
-	}
-	return devPtr(off)
-}
+func (h *hostImage) bf16(src []float32) devPtr { return h.half(src, f32ToBF16) }
 
 // f32ToBF16 rounds to the nearest bf16, ties to even; NaN stays NaN.
 func f32ToBF16(f float32) uint16 {

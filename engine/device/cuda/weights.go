@@ -63,11 +63,14 @@ func (h *hostImage) f32(src []float32) devPtr {
 	return devPtr(off)
 }
 
-func (h *hostImage) f16(src []float32) devPtr {
+func (h *hostImage) f16(src []float32) devPtr { return h.half(src, f32ToF16) }
+
+// half appends src as 16-bit values, each rounded by conv.
+func (h *hostImage) half(src []float32, conv func(float32) uint16) devPtr {
 	h.align()
 	off := len(h.buf)
 	for _, v := range src {
-		b := f32ToF16(v)
+		b := conv(v)
 		h.buf = append(h.buf, byte(b), byte(b>>8))
 	}
 	return devPtr(off)
