@@ -76,6 +76,8 @@ type Output struct {
 // trace, 26.5 s of it, at scale 0.4 (10.6 s), so the 32 rounds take about 6
 // minutes. Many short rounds judge better than a few long ones (docs/AB.md).
 func DefaultOptions() Options {
+	w := workload.DefaultOptions()
+	w.N, w.MaxOutputLen = 50, 64
 	return Options{
 		Servers: servers.Options{
 			Device:       "cpu",
@@ -84,20 +86,7 @@ func DefaultOptions() Options {
 			TimeoutReady: 120 * time.Second,
 			ThirdParty:   backend.DefaultThirdParty(),
 		},
-		Workload: workload.Options{
-			N:                    50,
-			MaxOutputLen:         64,
-			PromptOverheadTokens: 8,
-			VocabSize:            workload.GPT2VocabSize,
-			PrefixMode:           "base",
-			Seed:                 42,
-			Temperature:          0.7,
-			TopP:                 0.9,
-			TopK:                 50,
-			WarmupRequests:       5,
-			WarmupInputLen:       128,
-			WarmupOutputLen:      32,
-		},
+		Workload: w,
 		Load: Load{
 			Scales:             []float64{0.4},
 			Pairs:              16,

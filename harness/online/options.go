@@ -72,21 +72,7 @@ func DefaultOnline() OnlineOptions {
 			TimeoutReady: 120 * time.Second,
 			ThirdParty:   backend.DefaultThirdParty(),
 		},
-		Workload: workload.Options{
-			N:                    1000,
-			MaxOutputLen:         128,
-			PromptOverheadTokens: 8,
-			ModelMaxLen:          0, // the model's: --model DIR's config.json, else GPT-2's 1024
-			VocabSize:            workload.GPT2VocabSize,
-			PrefixMode:           "base",
-			Seed:                 42,
-			Temperature:          0.7,
-			TopP:                 0.9,
-			TopK:                 50,
-			WarmupRequests:       5,
-			WarmupInputLen:       128,
-			WarmupOutputLen:      32,
-		},
+		Workload: workload.DefaultOptions(),
 		Load: Load{
 			Scales:             []float64{0.4, 0.5, 0.6, 0.7, 0.8, 1.6},
 			Repeat:             1,

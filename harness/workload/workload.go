@@ -57,6 +57,28 @@ type Options struct {
 	IndependentTurns bool
 }
 
+// DefaultOptions are the workload every replay command starts from: the
+// original's trace length, clamps and sampling (T 0.7, top-p 0.9, top-k 50),
+// prompts of random GPT-2 ids under the model's context, and five
+// sequential warmup requests of 128 -> 32 tokens.
+func DefaultOptions() Options {
+	return Options{
+		N:                    1000,
+		MaxOutputLen:         128,
+		PromptOverheadTokens: 8,
+		ModelMaxLen:          0, // the model's: --model DIR's config.json, else GPT-2's 1024
+		VocabSize:            GPT2VocabSize,
+		PrefixMode:           "base",
+		Seed:                 42,
+		Temperature:          0.7,
+		TopP:                 0.9,
+		TopK:                 50,
+		WarmupRequests:       5,
+		WarmupInputLen:       128,
+		WarmupOutputLen:      32,
+	}
+}
+
 // GPT-2's context and vocabulary: the defaults without a checkpoint
 // directory (the built-in tiny model keeps both).
 const (
