@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/roseinfer/roseinfer/harness/backend"
 	"github.com/roseinfer/roseinfer/harness/online"
 	"github.com/roseinfer/roseinfer/harness/profile"
+	"github.com/roseinfer/roseinfer/harness/workload"
 )
 
 func init() { addCommand(newOnlineCmd) }
@@ -176,15 +178,11 @@ func (of *onlineFlags) register(cmd *cobra.Command) {
 	f.IntVar(&o.Workload.MaxOutputLen, "max-output-len", 128, fmt.Sprintf("clamp on output tokens; roseinfer on the CPU: %d", cpuDefaultMaxOutputLen))
 	f.IntVar(&o.Workload.PromptOverheadTokens, "prompt-overhead-tokens", o.Workload.PromptOverheadTokens, "safety margin subtracted from the context")
 	f.IntVar(&o.Workload.ModelMaxLen, "model-max-len", o.Workload.ModelMaxLen, "the model's context length in tokens (0 = --model DIR's config.json: n_positions, max_position_embeddings; else 1024, GPT-2's and the tiny model's)")
-	f.Int64Var(&o.Workload.Seed, "seed", o.Workload.Seed, "seed of the random prompt tokens")
-	f.Float64Var(&o.Workload.Temperature, "temperature", o.Workload.Temperature, "sampling temperature")
-	f.Float64Var(&o.Workload.TopP, "top-p", o.Workload.TopP, "nucleus sampling top_p")
-	f.IntVar(&o.Workload.TopK, "top-k", o.Workload.TopK, "top_k (sent as an extra field)")
+	registerSamplingFlags(f, &o.Workload)
 	f.BoolVar(&o.Workload.IgnoreEOS, "ignore-eos", false, "send ignore_eos so every request generates its full output length")
 	f.StringVar(&o.Workload.Endpoint, "endpoint", "completions", "completions (token-id prompts) or chat (/v1/chat/completions; prompt text from --model DIR's tokenizer, else GPT-2's)")
 	f.IntVar(&o.Workload.WarmupRequests, "warmup-requests", o.Workload.WarmupRequests, "sequential warmup requests per backend before the first scale (0 = none)")
-	f.IntVar(&o.Workload.WarmupInputLen, "warmup-input-len", o.Workload.WarmupInputLen, "warmup prompt tokens")
-	f.IntVar(&o.Workload.WarmupOutputLen, "warmup-output-len", o.Workload.WarmupOutputLen, "warmup max_tokens")
+	registerWarmupShapeFlags(f, &o.Workload)
 	f.IntVar(&o.Load.Repeat, "repeat", o.Load.Repeat, "rounds per scale (bench capacity: per probe, pooled); with more than one, per-round summaries and mean ± 95% CI")
 	f.StringVar(&o.Load.SLO, "slo", "", "service-level objectives for goodput, e.g. ttft=200ms,tpot=50ms (also e2e)")
 	f.Float64Var(&o.Load.SendLagThresholdMs, "send-lag-threshold-ms", o.Load.SendLagThresholdMs, "a scale whose send-lag p99 exceeds this is marked invalid")
@@ -248,4 +246,20 @@ func onlyRoseinfer(backends []string) bool {
 		}
 	}
 	return true
+}
+
+// registerSamplingFlags adds the prompt seed and the sampling parameters
+// every replay sends, as bench online and bench ab spell them.
+func registerSamplingFlags(f *pflag.FlagSet, w *workload.Options) {
+	f.Int64Var(&w.Seed, "seed", w.Seed, "seed of the random prompt tokens")
+	f.Float64Var(&w.Temperature, "temperature", w.Temperature, "sampling temperature")
+	f.Float64Var(&w.TopP, "top-p", w.TopP, "nucleus sampling top_p")
+	f.IntVar(&w.TopK, "top-k", w.TopK, "top_k (sent as an extra field)")
+}
+
+// registerWarmupShapeFlags adds the warmup requests' prompt and output
+// lengths.
+func registerWarmupShapeFlags(f *pflag.FlagSet, w *workload.Options) {
+	f.IntVar(&w.WarmupInputLen, "warmup-input-len", w.WarmupInputLen, "warmup prompt tokens")
+	f.IntVar(&w.WarmupOutputLen, "warmup-output-len", w.WarmupOutputLen, "warmup max_tokens")
 }
