@@ -54,18 +54,8 @@ func (res *Result) WriteMarkdown(w io.Writer) error {
 	default:
 		fmt.Fprintf(&b, "- result: **no regression** (%d checks)\n", res.Checks)
 	}
-	if len(res.Unevaluated) > 0 {
-		b.WriteString("\n## Not evaluated\n\n")
-		for _, u := range res.Unevaluated {
-			fmt.Fprintf(&b, "- %s\n", u)
-		}
-	}
-	if len(res.Warnings) > 0 {
-		b.WriteString("\n## Warnings\n\n")
-		for _, warning := range res.Warnings {
-			fmt.Fprintf(&b, "- %s\n", warning)
-		}
-	}
+	report.WriteListSection(&b, "Not evaluated", res.Unevaluated)
+	report.WriteListSection(&b, "Warnings", res.Warnings)
 	var scale *float64
 	for _, r := range res.Rows {
 		if scale == nil || *scale != r.Scale {

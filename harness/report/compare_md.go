@@ -46,18 +46,8 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 		b.WriteString("\n## Regressions\n\n")
 		writeCompareTable(&b, regressions)
 	}
-	if len(c.Unevaluated) > 0 {
-		b.WriteString("\n## Rules not evaluated\n\n")
-		for _, u := range c.Unevaluated {
-			fmt.Fprintf(&b, "- %s\n", u)
-		}
-	}
-	if len(c.Warnings) > 0 {
-		b.WriteString("\n## Warnings\n\n")
-		for _, warning := range c.Warnings {
-			fmt.Fprintf(&b, "- %s\n", warning)
-		}
-	}
+	WriteListSection(&b, "Rules not evaluated", c.Unevaluated)
+	WriteListSection(&b, "Warnings", c.Warnings)
 	b.WriteString("\n## All metrics\n\n")
 	writeCompareTable(&b, c.Rows)
 	_, err := io.WriteString(w, b.String())
@@ -124,4 +114,16 @@ func formatCI(ci *[2]float64) string {
 		return "—"
 	}
 	return fmt.Sprintf("[%.2f, %.2f]", ci[0], ci[1])
+}
+
+// WriteListSection writes a "## heading" section listing items as bullets,
+// or nothing when there are none (the compare and A/B reports' notes).
+func WriteListSection(b *strings.Builder, heading string, items []string) {
+	if len(items) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n## %s\n\n", heading)
+	for _, it := range items {
+		fmt.Fprintf(b, "- %s\n", it)
+	}
 }
