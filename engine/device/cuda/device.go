@@ -174,6 +174,11 @@ type instrumentation struct {
 // register the step statistics here (lab_stats.go). Empty in the product.
 var labHooks []func(*Device) error
 
+// labOptions are applied by New to its options before anything else:
+// cudalab builds force paths from the environment here (lab_env.go), so one
+// binary runs both sides of an A/B. Empty in the product.
+var labOptions []func(*Options)
+
 // staging is one step's pinned host memory: inputs going up, samples coming
 // down, and the event that marks the samples as arrived. Each stage has its
 // own device copy of the inputs, so a step's inputs can go up while the
@@ -205,6 +210,9 @@ func New(w *model.Weights, kv device.KVConfig, opts Options) (*Device, error) {
 		return nil, fmt.Errorf("cuda: KV block size %d must be positive", kv.BlockSizeTokens)
 	}
 	opts = withDefaults(opts)
+	for _, force := range labOptions {
+		force(&opts)
+	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	g, err := openGPU()

@@ -13,7 +13,7 @@ const (
 	gemvThreads     = 256  // GEMV_WARPS * 32
 )
 
-// Epilogues: GEMV_* in gemv.cu.
+// Epilogues: GEMV_* in mma.cuh.
 const (
 	gemvOut16Bias     = 0 // fp16 out = acc + fp16 bias
 	gemvOut16BiasGelu = 1 // fp16 out = gelu(acc + fp16 bias)
@@ -59,19 +59,25 @@ func (d *Device) useGemv(rows int) bool {
 // kernels stage their rows once per block, so fewer blocks) on all SMs but
 // spareSMs.
 func (d *Device) gemvShape(ln bool, rows, oc, perSM, spareSMs int) (kernel, int) {
-	big, nt := 0, 0
+	big, nt, grid := d.gemvGrid(rows, oc, perSM, spareSMs)
+	lnIdx := 0
+	if ln {
+		lnIdx = 1
+	}
+	return d.k.gemv[lnIdx][big][nt], grid
+}
+
+// gemvGrid is gemvShape's choice as indices: big 1 for the 16-row tile, nt
+// 1 for two column tiles a block, and the grid.
+func (d *Device) gemvGrid(rows, oc, perSM, spareSMs int) (big, nt, grid int) {
 	if rows > 8 {
 		big = 1
 	}
 	if ceilDiv(oc, 16) >= d.g.smCount {
 		nt = 1
 	}
-	lnIdx := 0
-	if ln {
-		lnIdx = 1
-	}
 	tiles := ceilDiv(oc, 8*(nt+1))
-	return d.k.gemv[lnIdx][big][nt], min(tiles, perSM*max(1, d.g.smCount-spareSMs))
+	return big, nt, min(tiles, perSM*max(1, d.g.smCount-spareSMs))
 }
 
 // gemvLN: out(rows, oc) = LayerNorm(resid[sel[i]] or resid[i]; lnW, lnB) @ w^T,

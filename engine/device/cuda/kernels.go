@@ -26,6 +26,10 @@ var kernelFS embed.FS
 // lab_ceilings.go), compiled beside the product's.
 var labKernelFiles = map[string]string{}
 
+// labKernelDir, set by the cudalab build (lab_env.go), is a directory whose
+// .cu and .cuh files replace the embedded ones of the same name.
+var labKernelDir string
+
 // kernelSources returns the .cu files (name -> source) and the headers they
 // may #include.
 func kernelSources() (files, headers map[string]string, err error) {
@@ -48,6 +52,24 @@ func kernelSources() (files, headers map[string]string, err error) {
 	}
 	for name, src := range labKernelFiles {
 		files[name] = src
+	}
+	if labKernelDir != "" {
+		entries, err := os.ReadDir(labKernelDir)
+		if err != nil {
+			return nil, nil, fmt.Errorf("cuda: kernel override directory: %w", err)
+		}
+		for _, e := range entries {
+			b, err := os.ReadFile(filepath.Join(labKernelDir, e.Name()))
+			if err != nil {
+				return nil, nil, err
+			}
+			switch filepath.Ext(e.Name()) {
+			case ".cu":
+				files[e.Name()] = string(b)
+			case ".cuh":
+				headers[e.Name()] = string(b)
+			}
+		}
 	}
 	return files, headers, nil
 }

@@ -9,9 +9,11 @@ import (
 )
 
 // The rotary block (Qwen3's; qwen3_lower.go) runs on bf16 weights and
-// activations with an fp32 residual stream: cuBLASLt for every projection
-// and the LM head (bf16 operands, fp32 accumulate; o_proj and down_proj add
-// into the residual with beta = 1), and qwen3.cu's kernels between them.
+// activations with an fp32 residual stream: cuBLASLt for the projections
+// and the LM head of steps of more than maxGemvRows rows (bf16 operands,
+// fp32 accumulate; o_proj and down_proj add into the residual with beta =
+// 1), q3_gemv.cu's GEMVs with the norms and SwiGLU folded in for smaller
+// ones (qwen3_gemv.go), and qwen3.cu's kernels between them.
 // Every row of a step, prompt chunk or decode token, writes its keys and
 // values into the paged cache first (q3_qk_rope_kv) and then attends over
 // its sequence's cache (q3_attn_rows), so one attention kernel serves
@@ -26,6 +28,7 @@ type rotaryState struct {
 	k                        rotaryKernels
 	NH, NKV, HD, I, qkvWidth int
 	eps                      float32
+	gemvOK                   bool // steps of up to maxGemvRows rows run q3_gemv.cu (qwen3_gemv.go)
 }
 
 type rotaryWeights struct {
@@ -57,11 +60,13 @@ type rotaryActs struct {
 
 type rotaryKernels struct {
 	embed, rmsnorm, rope, swiglu, attnRows, attnPrefill, combine, sample kernel
+	gemv                                                                 [2][2][2]kernel // [q3Gemv*][rows > 8][2 column tiles]
 }
 
-// rotaryKernelNames are qwen3.cu's and sample_large.cu's kernels.
-var rotaryKernelNames = []string{"q3_embed", "q3_rmsnorm", "q3_qk_rope_kv", "q3_swiglu", "q3_attn_combine",
-	"q3_attn_rows_1", "q3_attn_rows_2", "q3_attn_rows_4", "q3_attn_rows_8", "q3_attn_prefill", "sample_rows_large"}
+// rotaryKernelNames are qwen3.cu's, q3_gemv.cu's and sample_large.cu's kernels.
+var rotaryKernelNames = append([]string{"q3_embed", "q3_rmsnorm", "q3_qk_rope_kv", "q3_swiglu", "q3_attn_combine",
+	"q3_attn_rows_1", "q3_attn_rows_2", "q3_attn_rows_4", "q3_attn_rows_8", "q3_attn_prefill", "sample_rows_large"},
+	q3GemvKernelNames()...)
 
 // sampleLargeSmem is SAMPLE_DYNAMIC_SMEM in sample_large.cu.
 const sampleLargeSmem = 98304
@@ -89,6 +94,16 @@ func (d *Device) initRotary(w *model.Weights, lr loweredRotary) error {
 			return err
 		}
 	}
+	for input := range 2 {
+		for big := range 2 {
+			for nt := range 2 {
+				if err := get(&q.k.gemv[input][big][nt], q3GemvKernelName(input, big, nt)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	q.gemvOK = rotaryGemvOK(c.Channels, q.NH*q.HD, q.I) && !d.opts.force.cuBLASLt
 	if err := g.setMaxDynamicSmem(q.k.sample, sampleLargeSmem); err != nil {
 		return err
 	}
@@ -178,7 +193,7 @@ func uploadRotaryWeights(g *gpu, w *model.Weights, lr loweredRotary) (rotaryWeig
 		ly.ln1, ly.ln2 = h.f32(slice(lr.ln1, l)), h.f32(slice(lr.ln2, l))
 		ly.qNorm, ly.kNorm = h.f32(slice(lr.qNorm, l)), h.f32(slice(lr.kNorm, l))
 		ly.qkv, ly.o = h.bf16(slice(lr.qkv, l)), h.bf16(slice(lr.o, l))
-		ly.gateUp, ly.down = h.bf16(slice(lr.gateUp, l)), h.bf16(slice(lr.down, l))
+		ly.gateUp, ly.down = h.bf16(interleaveHalves(slice(lr.gateUp, l), C)), h.bf16(slice(lr.down, l))
 	}
 	h.align()
 	base, err := g.drv.memAlloc(len(h.buf))
@@ -202,11 +217,65 @@ func uploadRotaryWeights(g *gpu, w *model.Weights, lr loweredRotary) (rotaryWeig
 	return rw, nil
 }
 
+// interleaveHalves reorders the rows (of width cols) of a stacked gate|up
+// weight, gate rows 0..I then up rows I..2I, as pairs: row 2j is gate j,
+// row 2j+1 up j. The gate|up projection's output then holds each SwiGLU
+// input pair side by side (q3_gemv.cu's epilogue, q3_swiglu).
+func interleaveHalves(x []float32, cols int) []float32 {
+	I := len(x) / cols / 2
+	out := make([]float32, len(x))
+	for j := range I {
+		copy(out[2*j*cols:(2*j+1)*cols], x[j*cols:(j+1)*cols])
+		copy(out[(2*j+1)*cols:(2*j+2)*cols], x[(I+j)*cols:(I+j+1)*cols])
+	}
+	return out
+}
+
 // forwardRotary enqueues one step of the rotary block: forward's contract.
 func (d *Device) forwardRotary(p *stepPlan) error {
 	s := rotaryStep{d: d, q: d.q3, p: p, N: p.lay.nTok, M: p.lay.nSample}
 	s.end("start", nil)
 	s.embed()
+	if s.useGemv(s.N) {
+		s.layersGemv()
+	} else {
+		s.layersGemm()
+	}
+	if s.M > 0 { // only the rows that sample go through the final norm and the LM head
+		if s.useGemv(s.M) {
+			s.gemv(opLMHeadGemv, q3GemvRMS, d.act.logits, d.vocabPadded, d.act.residual, 0, p.in(p.lay.sampleRows), s.q.w.normF,
+				s.q.w.wte, s.M, d.cfg.Channels, d.vocabPadded, gemvOut32)
+		} else {
+			s.rmsnorm("rmsnorm_f", s.q.act.lnf, p.in(p.lay.sampleRows), s.q.w.normF, s.M)
+			if s.err == nil {
+				s.end(opLMHeadGemm, d.g.blas.gemmTyped(d.g.stream, d.act.logits, dataR32F, d.vocabPadded, s.q.act.lnf, s.q.w.wte, dataR16BF, 0,
+					gemmRows(s.M, d.opts.MaxSeqs), d.cfg.Channels, d.vocabPadded, epilogueDefault, false))
+			}
+		}
+		s.sample()
+	}
+	return s.err
+}
+
+// layersGemv enqueues the layers of a small step (qwen3_gemv.go): the norms
+// and SwiGLU folded into the projections.
+func (s *rotaryStep) layersGemv() {
+	d, q, C := s.d, s.q, s.d.cfg.Channels
+	for l := range q.w.layers {
+		w := &q.w.layers[l]
+		s.gemv("gemv_rms_qkv", q3GemvRMS, q.act.qkv, q.qkvWidth, d.act.residual, 0, 0, w.ln1, w.qkv, s.N, C, q.qkvWidth, gemvOut16)
+		s.qkRopeKV(l, w)
+		s.attention(l)
+		s.gemv("gemv_o", q3GemvPlain, d.act.residual, C, q.act.att, q.NH*q.HD, 0, 0, w.o, s.N, q.NH*q.HD, C, gemvAdd)
+		s.gemv("gemv_rms_gate_up_swiglu", q3GemvRMS, q.act.hidden, 2*q.I, d.act.residual, 0, 0, w.ln2, w.gateUp, s.N, C, 2*q.I, gemvSwiGLU)
+		s.gemv("gemv_down", q3GemvPlain, d.act.residual, C, q.act.hidden, q.I, 0, 0, w.down, s.N, q.I, C, gemvAdd)
+	}
+}
+
+// layersGemm enqueues the layers of a larger step: RMSNorm and SwiGLU
+// kernels between cuBLASLt's projections.
+func (s *rotaryStep) layersGemm() {
+	d := s.d
 	for l := range s.q.w.layers {
 		w := &s.q.w.layers[l]
 		s.rmsnorm("rmsnorm_1", s.q.act.norm, 0, w.ln1, s.N)
@@ -219,15 +288,6 @@ func (d *Device) forwardRotary(p *stepPlan) error {
 		s.swiglu()
 		s.gemm("gemm_down", d.act.residual, dataR32F, s.q.act.hidden, w.down, s.q.I, d.cfg.Channels, true)
 	}
-	if s.M > 0 { // only the rows that sample go through the final norm and the LM head
-		s.rmsnorm("rmsnorm_f", s.q.act.lnf, p.in(p.lay.sampleRows), s.q.w.normF, s.M)
-		if s.err == nil {
-			s.end(opLMHeadGemm, d.g.blas.gemmTyped(d.g.stream, d.act.logits, dataR32F, d.vocabPadded, s.q.act.lnf, s.q.w.wte, dataR16BF, 0,
-				gemmRows(s.M, d.opts.MaxSeqs), d.cfg.Channels, d.vocabPadded, epilogueDefault, false))
-		}
-		s.sample()
-	}
-	return s.err
 }
 
 // rotaryStep is forwardRotary's step being enqueued (step's pattern: the
@@ -375,7 +435,8 @@ func (s *rotaryStep) sample() {
 func (d *Device) prewarmRotaryGEMMs() error {
 	q, g, C := d.q3, d.g, d.cfg.Channels
 	w := &q.w.layers[0]
-	for _, n := range gemmBuckets(d.opts.MaxStepTokens, func(int) bool { return true }) {
+	cublas := func(n int) bool { return !q.gemvOK || n > maxGemvRows } // smaller steps run q3_gemv.cu
+	for _, n := range gemmBuckets(d.opts.MaxStepTokens, cublas) {
 		for _, m := range []struct {
 			name        string
 			out, in, w  devPtr
@@ -393,7 +454,7 @@ func (d *Device) prewarmRotaryGEMMs() error {
 			}
 		}
 	}
-	for _, m := range gemmBuckets(d.opts.MaxSeqs, func(int) bool { return true }) {
+	for _, m := range gemmBuckets(d.opts.MaxSeqs, cublas) {
 		if err := g.blas.gemmTyped(g.stream, d.act.logits, dataR32F, d.vocabPadded, q.act.lnf, q.w.wte, dataR16BF, 0, m, C, d.vocabPadded, epilogueDefault, false); err != nil {
 			return fmt.Errorf("cuda: prewarm LM head GEMM of %d rows: %w", m, err)
 		}

@@ -52,9 +52,12 @@ func TestRotaryLogitsVsCPU(t *testing.T) {
 		t.Skipf("no CUDA here: %v", err)
 	}
 	w := rotaryTestWeights(t, rotaryConfig, 31)
-	for _, o := range []Options{{}, {NoCUDAGraph: true}, {ChunkRows: -1}, {force: forcedPaths{noPDL: true}}} {
+	// Steps of at most 16 rows (the second to the last) run q3_gemv.cu's
+	// projections unless cuBLASLt is forced.
+	for _, o := range []Options{{}, {NoCUDAGraph: true}, {ChunkRows: -1}, {force: forcedPaths{noPDL: true}},
+		{force: forcedPaths{cuBLASLt: true}}} {
 		o.MaxStepTokens, o.MaxSeqs = 1024, 64
-		t.Run(fmt.Sprintf("noCUDAGraph=%v_chunkRows=%d_noPDL=%v", o.NoCUDAGraph, o.ChunkRows, o.force.noPDL), func(t *testing.T) {
+		t.Run(fmt.Sprintf("noCUDAGraph=%v_chunkRows=%d_noPDL=%v_cuBLASLt=%v", o.NoCUDAGraph, o.ChunkRows, o.force.noPDL, o.force.cuBLASLt), func(t *testing.T) {
 			d := newTestDevice(t, w, o)
 			checkRotarySteps(t, d, w)
 		})

@@ -21,6 +21,19 @@ __device__ __forceinline__ half_t f2h(float f) {
     return h;
 }
 
+// bf16 is stored the same way (the rotary block's weights and activations).
+typedef unsigned short bf16_t;
+
+__device__ __forceinline__ float bf2f(bf16_t h) { return __uint_as_float((uint32_t)h << 16); }
+
+// f2bf rounds to the nearest bf16, ties to even; NaN stays NaN.
+__device__ __forceinline__ bf16_t f2bf(float f) {
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (bf16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (bf16_t)(u >> 16);
+}
+
 // Programmatic dependent launch (Hopper; no-ops elsewhere and when a kernel
 // was launched without the attribute). Every kernel signals at its start
 // that the next kernel in the stream may be scheduled (grid_dep_launch), and

@@ -1,5 +1,6 @@
-// mma.cuh: what the tensor-core projection kernels (gemv.cu, gemm_skinny.cu)
-// share: streaming weight loads, the m16n8k16 MMA, GPT-2's GELU.
+// mma.cuh: what the tensor-core projection kernels (gemv.cuh, gemm_skinny.cu)
+// share: streaming weight loads, the m16n8k16 MMA in fp16 and bf16, GPT-2's
+// GELU, GPT-2's epilogues.
 #pragma once
 #include "common.cuh"
 
@@ -45,6 +46,35 @@ __device__ __forceinline__ void mma16816(float* c, uint32_t a0, uint32_t a1, uin
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
+
+__device__ __forceinline__ void mma16816_bf(float* c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// The 16-bit element types of weights and activations: fp16 (GPT-2's block)
+// and bf16 (the rotary block's, which has no biases). A kernel templated on
+// one takes its MMA and its conversions from it.
+struct F16 {
+    static constexpr bool bf16 = false;
+    static __device__ __forceinline__ void mma(float* c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                               uint32_t b1) {
+        mma16816(c, a0, a1, a2, a3, b0, b1);
+    }
+    static __device__ __forceinline__ half_t from_f(float f) { return f2h(f); }
+    static __device__ __forceinline__ float to_f(half_t h) { return h2f(h); }
+};
+struct BF16 {
+    static constexpr bool bf16 = true;
+    static __device__ __forceinline__ void mma(float* c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                               uint32_t b1) {
+        mma16816_bf(c, a0, a1, a2, a3, b0, b1);
+    }
+    static __device__ __forceinline__ half_t from_f(float f) { return f2bf(f); }
+    static __device__ __forceinline__ float to_f(half_t h) { return bf2f(h); }
+};
 
 // gelu_new: GPT-2's tanh approximation, as cuBLASLt's GELU epilogue.
 __device__ __forceinline__ float gelu_tanh(float x) {

@@ -6,18 +6,6 @@
 // attention of every row of a step over its sequence's paged cache, SwiGLU.
 #include "common.cuh"
 
-typedef unsigned short bf16_t;
-
-__device__ __forceinline__ float bf2f(bf16_t h) { return __uint_as_float((uint32_t)h << 16); }
-
-// f2bf rounds to the nearest bf16, ties to even; NaN stays NaN.
-__device__ __forceinline__ bf16_t f2bf(float f) {
-    uint32_t u = __float_as_uint(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (bf16_t)((u >> 16) | 0x40u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (bf16_t)(u >> 16);
-}
-
 // unpack_bf8 turns a 16-byte load of 8 bf16 into floats.
 __device__ __forceinline__ void unpack_bf8(uint4 u, float* f) {
     const uint32_t w[4] = {u.x, u.y, u.z, u.w};
@@ -152,21 +140,22 @@ extern "C" __global__ void q3_qk_rope_kv(bf16_t* qkv, bf16_t* kc, bf16_t* vc, co
 }
 
 // q3_swiglu: out (N, I) bf16 = SiLU(gate) * up, each row of gu (N, 2I)
-// holding gate then up. I a multiple of 2.
+// holding the pairs (gate j, up j) at columns 2j, 2j + 1 (the gate|up
+// weights are stored interleaved for q3_gemv.cu's SwiGLU epilogue). A
+// thread writes two outputs; I a multiple of 2.
 extern "C" __global__ void q3_swiglu(bf16_t* out, const bf16_t* gu, int N, int I) {
     grid_dep_launch();
     grid_dep_wait();
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;  // a pair of columns
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;  // a pair of outputs
     const int half = I / 2;
     if (idx >= (size_t)N * half) return;
     const int i = idx / half, c = 2 * (idx % half);
-    const uint32_t g = *reinterpret_cast<const uint32_t*>(gu + (size_t)i * 2 * I + c);
-    const uint32_t u = *reinterpret_cast<const uint32_t*>(gu + (size_t)i * 2 * I + I + c);
+    const uint2 p = *reinterpret_cast<const uint2*>(gu + (size_t)i * 2 * I + 2 * c);  // gate c, up c, gate c+1, up c+1
     float r[2];
 #pragma unroll
     for (int k = 0; k < 2; k++) {
-        const float gv = __uint_as_float(k == 0 ? g << 16 : g & 0xffff0000u);
-        const float uv = __uint_as_float(k == 0 ? u << 16 : u & 0xffff0000u);
+        const uint32_t w = k == 0 ? p.x : p.y;
+        const float gv = __uint_as_float(w << 16), uv = __uint_as_float(w & 0xffff0000u);
         r[k] = gv / (1.f + __expf(-gv)) * uv;
     }
     *reinterpret_cast<uint32_t*>(out + (size_t)i * I + c) = (uint32_t)f2bf(r[0]) | ((uint32_t)f2bf(r[1]) << 16);

@@ -1,0 +1,30 @@
+//go:build cudalab
+
+package cuda
+
+import (
+	"os"
+	"strings"
+)
+
+// The lab's environment switches, for A/Bs within one binary on the GPU
+// machine (no Go there to rebuild):
+//   - ROSEINFER_CUDA_FORCE, a comma list: "nopdl" launches without
+//     programmatic dependent launch, "cublaslt" takes every projection to
+//     cuBLASLt (forcedPaths);
+//   - ROSEINFER_CUDA_KERNELS, a directory whose .cu and .cuh files replace
+//     the embedded kernels of the same name (a kernel variant without a
+//     rebuild; give each variant its own ROSEINFER_CUDA_CACHE).
+func init() {
+	labOptions = append(labOptions, func(o *Options) {
+		for _, f := range strings.Split(os.Getenv("ROSEINFER_CUDA_FORCE"), ",") {
+			switch strings.TrimSpace(f) {
+			case "nopdl":
+				o.force.noPDL = true
+			case "cublaslt":
+				o.force.cuBLASLt = true
+			}
+		}
+	})
+	labKernelDir = os.Getenv("ROSEINFER_CUDA_KERNELS")
+}
