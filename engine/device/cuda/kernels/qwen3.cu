@@ -169,7 +169,9 @@ extern "C" __global__ void q3_swiglu(bf16_t* out, const bf16_t* gu, int N, int I
 // block takes one row, one KV head and its G query heads, and one of
 // nsplit slices of the keys, in tiles of 64 keys:
 //   - scores: a group of 8 lanes reads one key (16 elements a lane, two
-//     16-byte loads), four groups a warp, 16 keys per pass, four passes;
+//     16-byte loads, each the group's contiguous half of the key: a
+//     lane's two 16-byte neighbours read by one load wasted a third of the
+//     sectors), four groups a warp, 16 keys per pass, four passes;
 //     the tile's values are requested before the scores are summed;
 //   - softmax: warp g keeps head g's running maximum and sum (base-2
 //     exponentials of scores prescaled by log2(e)/sqrt(HD));
@@ -210,14 +212,16 @@ __device__ __forceinline__ void q3_attn_rows(bf16_t* att, float* part, const bf1
     const int* bt = block_tables + (size_t)entry * bt_stride[0];
     const int width = (NH + 2 * NKV) * Q3_HD;
     grid_dep_wait();
-    // This lane's 16 query elements of each head, prescaled.
+    // This lane's 16 query elements of each head, prescaled: elements
+    // 8 sub .. +7 and 64 + 8 sub .. +7, the ones of the keys it reads (each
+    // of a key's two loads by its 8 lanes is one contiguous 128 bytes).
     const int sub = lane % 8;
     float q[G][16];
 #pragma unroll
     for (int g = 0; g < G; g++) {
-        const uint4* qp = reinterpret_cast<const uint4*>(qkv + (size_t)row * width + (size_t)(kvh * G + g) * Q3_HD + 16 * sub);
-        unpack_bf8(qp[0], q[g]);
-        unpack_bf8(qp[1], q[g] + 8);
+        const bf16_t* qp = qkv + (size_t)row * width + (size_t)(kvh * G + g) * Q3_HD + 8 * sub;
+        unpack_bf8(*reinterpret_cast<const uint4*>(qp), q[g]);
+        unpack_bf8(*reinterpret_cast<const uint4*>(qp + 64), q[g] + 8);
 #pragma unroll
         for (int e = 0; e < 16; e++) q[g][e] *= scale_log2;
     }
@@ -235,9 +239,9 @@ __device__ __forceinline__ void q3_attn_rows(bf16_t* att, float* part, const bf1
         for (int pass = 0; pass < Q3_PASSES; pass++) {
             const int key = t0 + pass * 16 + warp * 4 + lane / 8;
             if (key < k1) {
-                const uint4* kp = reinterpret_cast<const uint4*>(kc + kv_offset(bt[key / B], kvh, key % B, NKV, B, Q3_HD) + 16 * sub);
-                kr[pass][0] = kp[0];
-                kr[pass][1] = kp[1];
+                const bf16_t* kp = kc + kv_offset(bt[key / B], kvh, key % B, NKV, B, Q3_HD) + 8 * sub;
+                kr[pass][0] = *reinterpret_cast<const uint4*>(kp);
+                kr[pass][1] = *reinterpret_cast<const uint4*>(kp + 64);
             } else {
                 kr[pass][0] = kr[pass][1] = make_uint4(0u, 0u, 0u, 0u);
             }
