@@ -5,19 +5,21 @@
 // request that never reached the server (a pooled connection the server had
 // just closed), sent once more on a new connection and counted (retryable).
 //
+// Requests go over the client's own HTTP/1.1 keep-alive connections
+// (conn.go), not net/http's transport: Start writes a request on the
+// calling goroutine, so a replay's dispatcher sends at its scheduled instant
+// without handing the request to another goroutine, and Finish reads the
+// answer. net/http still parses the answers.
+//
 // It imports results (for the raw record it fills) and nothing else of the
 // project; metrics are computed from its records by harness/metrics.
 package client
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
-	"net/http"
-	"net/http/httptrace"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -48,50 +50,31 @@ type Options struct {
 
 // Client sends streaming requests to one server.
 type Client struct {
-	opts      Options
-	http      *http.Client
-	transport *http.Transport
-	// fresh sends retries: keep-alives off, so every request dials a new
-	// connection rather than taking another pooled one that may be as stale.
-	fresh *http.Client
+	opts   Options
+	target *target
+	err    error // a bad BaseURL or APIKey: every request fails with it
+	pool   connPool
 	// noRetry turns the retry off (tests show what the old client lost).
 	noRetry bool
-	conns   connCounter // both pools' connections (pool.go)
+	conns   connCounter // the pool's connections (pool.go)
 }
 
-// New builds a Client with its own connection pool.
+// New builds a Client with its own connection pool. It talks to the
+// server directly (no proxy) over HTTP/1.1 (TLS for an https BaseURL).
 func New(opts Options) *Client {
 	opts.BaseURL = strings.TrimRight(opts.BaseURL, "/")
 	if opts.MaxConcurrency < 1 {
 		opts.MaxConcurrency = 1
 	}
 	c := &Client{opts: opts}
-	t := &http.Transport{
-		Proxy: nil, // a benchmark talks to the server directly
-		DialContext: c.conns.dialer((&net.Dialer{
-			Timeout:   10 * time.Second,
-			KeepAlive: 30 * time.Second,
-		}).DialContext),
-		MaxIdleConns:        0, // no global cap
-		MaxIdleConnsPerHost: opts.MaxConcurrency,
-		MaxConnsPerHost:     0, // a cap would queue requests inside the client, hidden in TTFT
-		IdleConnTimeout:     90 * time.Second,
-		// Go would otherwise ask for gzip and decompress transparently; a
-		// gzip reader can hold back events and distort arrival times.
-		DisableCompression: true,
-		ForceAttemptHTTP2:  false,
-	}
-	f := t.Clone()
-	f.DisableKeepAlives = true
-	c.transport, c.http, c.fresh = t, &http.Client{Transport: t}, &http.Client{Transport: f}
+	c.target, c.err = newTarget(opts.BaseURL, opts.APIKey)
+	c.pool = connPool{t: c.target, cc: &c.conns, maxIdle: opts.MaxConcurrency,
+		dialer: net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}}
 	return c
 }
 
-// Close drops idle connections.
-func (c *Client) Close() {
-	c.transport.CloseIdleConnections()
-	c.fresh.CloseIdleConnections()
-}
+// Close closes the idle connections; the client stays usable.
+func (c *Client) Close() { c.pool.closeIdle() }
 
 // BaseURL is the server root this client targets.
 func (c *Client) BaseURL() string { return c.opts.BaseURL }
@@ -108,101 +91,24 @@ const (
 	ErrCanceled     = "canceled"      // the run was interrupted
 )
 
-// Do sends one streaming request and reads it to the end. It always returns
-// a Result; Result.Err says whether the request failed. A request that
-// failed before any of it could have reached the server (retryable) is sent
-// once more on a new connection; Result.Retries counts it, and Result.Sent
-// stays the first attempt's send time.
+// Do sends one streaming request and reads it to the end: Start, then
+// Finish on the same goroutine. It always returns a Result; Result.Err says
+// whether the request failed.
 func (c *Client) Do(ctx context.Context, endpoint Endpoint, body []byte) *Result {
-	res := &Result{Called: time.Now(), UsagePromptTokens: -1, UsageCompletionTokens: -1, UsageCachedTokens: -1}
-	if c.opts.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
-		defer cancel()
-	}
-	// WroteRequest runs on the transport's writer goroutine once the request
-	// is flushed to the socket; a small body is a single write, so this is
-	// the instant its first byte left (t_0). Only the first attempt's write
-	// counts: a retried request is timed from its first send.
-	var sent atomic.Pointer[time.Time]
-	defer func() {
-		if t := sent.Load(); t != nil {
-			res.Sent = *t
-		} else {
-			res.Sent = res.Called // never written: the dial or write failed
-		}
-		if res.End.IsZero() {
-			res.End = time.Now()
-		}
-	}()
-
-	resp, att, err := c.send(ctx, endpoint, body, c.http, &sent)
-	if err != nil && !c.noRetry && att.retryable(err) && ctx.Err() == nil {
-		// The first attempt's bytes went to a connection the server had
-		// already closed: it never read them. t_0 stays the first attempt's
-		// (Called when it wrote nothing), so the reconnect counts in TTFT.
-		called := res.Called
-		sent.CompareAndSwap(nil, &called)
-		res.Retries++
-		resp, _, err = c.send(ctx, endpoint, body, c.fresh, &sent)
-	}
-	if err != nil {
-		res.fail(classify(ctx, err, false), err)
-		return res
-	}
-	defer resp.Body.Close()
-	res.Status = resp.StatusCode
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-		kind := ErrHTTP5xx
-		if resp.StatusCode < 500 {
-			kind = ErrHTTP4xx
-		}
-		res.fail(kind, fmt.Errorf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(msg)))
-		return res
-	}
-	c.readStream(ctx, resp.Body, res)
-	return res
+	return c.Start(ctx, endpoint, body).Finish()
 }
 
-// attempt is what the transport told about one send: whether it used a
-// pooled keep-alive connection and whether any response byte came back.
+// attempt is what is known of one send: whether it went out on a pooled
+// keep-alive connection and whether any response byte came back.
 type attempt struct {
 	reused       atomic.Bool
 	gotFirstByte atomic.Bool
 }
 
-// send makes one attempt through hc, recording its first write in sent
-// (unless an earlier attempt did).
-func (c *Client) send(ctx context.Context, endpoint Endpoint, body []byte, hc *http.Client,
-	sent *atomic.Pointer[time.Time]) (*http.Response, *attempt, error) {
-	att := &attempt{}
-	trace := &httptrace.ClientTrace{
-		GotConn: func(info httptrace.GotConnInfo) { att.reused.Store(info.Reused) },
-		WroteRequest: func(httptrace.WroteRequestInfo) {
-			now := time.Now()
-			sent.CompareAndSwap(nil, &now)
-		},
-		GotFirstResponseByte: func() { att.gotFirstByte.Store(true) },
-	}
-	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace),
-		http.MethodPost, c.opts.BaseURL+endpoint.Path(), bytes.NewReader(body))
-	if err != nil {
-		return nil, att, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	if c.opts.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+c.opts.APIKey)
-	}
-	resp, err := hc.Do(req)
-	return resp, att, err
-}
-
 // retryable reports whether a failed attempt cannot have reached the server:
 // it went out on a reused keep-alive connection, not one byte of a response
-// came back, and the connection was found closed (Go's "server closed idle
-// connection", EOF, reset or broken pipe). That is the race of a server
+// came back, and the connection was found closed (EOF, reset or broken
+// pipe; net/http's "server closed idle connection" is the same case). That is the race of a server
 // closing an idle connection just as the client picks it from the pool: the
 // server closes only connections with no request in flight, so it never read
 // this one. A fresh connection, a dial error, a timeout or anything after
@@ -216,8 +122,9 @@ func (a *attempt) retryable(err error) bool {
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
-// readStream consumes the SSE body into res.
-func (c *Client) readStream(ctx context.Context, bodyReader io.Reader, res *Result) {
+// readStream consumes the SSE body into res. It reports whether the body
+// was read to its clean end, so its connection can carry another request.
+func (c *Client) readStream(ctx context.Context, bodyReader io.Reader, res *Result) (clean bool) {
 	sr := newSSEReader(bodyReader)
 	defer sr.release()
 	var counter tokenCounter
@@ -226,6 +133,7 @@ func (c *Client) readStream(ctx context.Context, bodyReader io.Reader, res *Resu
 		ev, err := sr.next()
 		if err != nil {
 			res.End = time.Now()
+			clean = errors.Is(err, io.EOF)
 			switch {
 			case errors.Is(err, io.EOF) && res.FinishReason != "":
 				// Closed after a finish_reason but without [DONE]: complete.
@@ -260,8 +168,9 @@ func (c *Client) readStream(ctx context.Context, bodyReader io.Reader, res *Resu
 	counter.resolve(res, c.opts.CountTokens)
 	if sawDone {
 		// Read the chunked-encoding terminator so the connection is reused.
-		io.CopyN(io.Discard, bodyReader, 4<<10)
+		clean = drained(bodyReader)
 	}
+	return clean
 }
 
 // classify maps a transport error to an error kind. inStream is true once

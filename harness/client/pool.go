@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptrace"
 	"sync"
 	"sync/atomic"
 )
@@ -26,33 +24,6 @@ type connCounter struct {
 	open    atomic.Int64
 }
 
-// dialer wraps dial so every connection it makes is counted, and counted
-// closed once.
-func (cc *connCounter) dialer(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		conn, err := dial(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		cc.dialled.Add(1)
-		cc.open.Add(1)
-		return &countedConn{Conn: conn, cc: cc}, nil
-	}
-}
-
-type countedConn struct {
-	net.Conn
-	cc     *connCounter
-	closed atomic.Bool
-}
-
-func (c *countedConn) Close() error {
-	if c.closed.CompareAndSwap(false, true) {
-		c.cc.open.Add(-1)
-	}
-	return c.Conn.Close()
-}
-
 // NumDialled is how many connections the client has dialled since New,
 // retries' fresh connections included.
 func (c *Client) NumDialled() int64 { return c.conns.dialled.Load() }
@@ -67,49 +38,50 @@ const modelsPath = "/v1/models"
 
 // Prewarm makes sure at least n keep-alive connections are open, idle in the
 // pool, before a replay, and returns how many it dialled. n is capped at
-// Options.MaxConcurrency, the most connections the idle pool keeps.
+// Options.MaxConcurrency, the most connections the idle pool keeps. Idle
+// connections the server has closed meanwhile are dropped first.
 //
-// The transport has no call to open a connection, so Prewarm sends n cheap
-// requests (GET /v1/models) at once and holds each on its connection until
-// all n have one: no request can then reuse another's, so the pool ends
-// with n distinct connections, reused ones first. Each is a complete
-// request and response, so the server treats the connection as an idle
-// keep-alive one (roseinfer keeps those 5 minutes) rather than one whose
-// first request is late. The response's status does not matter, only that
-// the connection stays open.
+// Each new connection carries one cheap request (GET /v1/models, which
+// every OpenAI-compatible server answers without generating) before it
+// goes idle, so the server treats it as an idle keep-alive connection
+// (roseinfer keeps those 5 minutes) rather than one whose first request is
+// late. The answer's status does not matter, only that the connection stays
+// open; one the server closes is not kept.
 func (c *Client) Prewarm(ctx context.Context, n int) (int, error) {
 	n = min(n, c.opts.MaxConcurrency)
-	if n <= c.NumOpen() {
+	if c.err != nil {
+		return 0, fmt.Errorf("prewarm %d connections to %s: %w", n, c.opts.BaseURL, c.err)
+	}
+	need := n - c.pool.sweep()
+	if need <= 0 {
 		return 0, nil
 	}
 	before := c.NumDialled()
 	var (
-		held    sync.WaitGroup // requests that have their connection (or failed)
-		done    sync.WaitGroup
-		release = make(chan struct{})
-		errMu   sync.Mutex
-		first   error
+		wg    sync.WaitGroup
+		next  atomic.Int64
+		errMu sync.Mutex
+		first error
 	)
-	held.Add(n)
-	done.Add(n)
-	for range n {
+	for range min(need, prewarmParallel) {
+		wg.Add(1)
 		go func() {
-			defer done.Done()
-			var once sync.Once
-			arrived := func() { once.Do(held.Done) }
-			defer arrived() // a request that failed before its connection
-			if err := c.prewarmOne(ctx, arrived, release); err != nil {
-				errMu.Lock()
-				if first == nil {
-					first = err
+			defer wg.Done()
+			for next.Add(1) <= int64(need) && ctx.Err() == nil {
+				if err := c.prewarmOne(ctx); err != nil {
+					errMu.Lock()
+					if first == nil {
+						first = err
+					}
+					errMu.Unlock()
 				}
-				errMu.Unlock()
 			}
 		}()
 	}
-	held.Wait()
-	close(release)
-	done.Wait()
+	wg.Wait()
+	if first == nil {
+		first = ctx.Err()
+	}
 	dialled := int(c.NumDialled() - before)
 	if first != nil {
 		return dialled, fmt.Errorf("prewarm %d connections to %s: %w", n, c.opts.BaseURL, first)
@@ -117,32 +89,41 @@ func (c *Client) Prewarm(ctx context.Context, n int) (int, error) {
 	return dialled, nil
 }
 
-// prewarmOne sends one prewarm request; once it has its connection it calls
-// arrived and waits for release (or ctx) before writing.
-func (c *Client) prewarmOne(ctx context.Context, arrived func(), release <-chan struct{}) error {
-	trace := &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) {
-		arrived()
-		select {
-		case <-release:
-		case <-ctx.Done():
+// prewarmParallel is how many connections Prewarm opens at once: enough to
+// open thousands in well under a second, few enough to stay inside a
+// server's accept backlog.
+const prewarmParallel = 64
+
+// prewarmOne dials one connection, sends GET /v1/models on it and, once
+// the answer is read, leaves it idle in the pool.
+func (c *Client) prewarmOne(ctx context.Context) error {
+	cn, err := c.pool.dial(ctx)
+	if err != nil {
+		return err
+	}
+	stop := cn.watch(ctx)
+	keep := false
+	defer func() {
+		if stop() && keep {
+			c.pool.put(cn)
+		} else {
+			cn.close()
 		}
-	}}
-	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodGet,
-		c.opts.BaseURL+modelsPath, nil)
+	}()
+	if _, err := cn.nc.Write(c.target.models); err != nil {
+		return err
+	}
+	resp, err := http.ReadResponse(cn.br, nil)
 	if err != nil {
 		return err
 	}
-	if c.opts.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+c.opts.APIKey)
+	// Read the whole answer so the connection can carry the next request.
+	if _, err := io.CopyN(io.Discard, resp.Body, 1<<20); !errors.Is(err, io.EOF) {
+		if err == nil {
+			err = errors.New("answer longer than 1 MiB")
+		}
+		return fmt.Errorf("GET %s: %w", modelsPath, err)
 	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	// Read the whole body so the connection goes back to the pool.
-	if _, err := io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)); err != nil && !errors.Is(err, io.EOF) {
-		return err
-	}
+	keep = !resp.Close && cn.br.Buffered() == 0
 	return nil
 }

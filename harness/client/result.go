@@ -27,8 +27,8 @@ const (
 
 // Result is one request as the client saw it.
 type Result struct {
-	Called                time.Time // Do was entered
-	Sent                  time.Time // t_0: request written to the socket (Called if never)
+	Called                time.Time // Start (or Do) was entered
+	Sent                  time.Time // t_0: the request's write to the socket returned (Called if never written)
 	End                   time.Time // [DONE], connection close or failure
 	Chunks                []Chunk
 	Status                int

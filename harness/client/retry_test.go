@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"sync"
 	"syscall"
@@ -158,8 +159,9 @@ func TestRetryOnServerClosedIdleConnection(t *testing.T) {
 func TestNoRetryAfterResponseStarted(t *testing.T) {
 	var mu sync.Mutex
 	calls := 0
-	srv, _ := streamServer(t, http.StatusOK, nil)
-	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	// The handler is set before the server starts: swapping it after is a
+	// data race with the server's goroutines.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		calls++
 		mu.Unlock()
@@ -170,7 +172,8 @@ func TestNoRetryAfterResponseStarted(t *testing.T) {
 		if err == nil {
 			conn.Close()
 		}
-	})
+	}))
+	defer srv.Close()
 	c := New(Options{BaseURL: srv.URL, Timeout: 5 * time.Second})
 	defer c.Close()
 	for i := 0; i < 2; i++ {
@@ -179,6 +182,8 @@ func TestNoRetryAfterResponseStarted(t *testing.T) {
 			t.Errorf("request %d: err %v kind %q retries %d; want stream_broken, no retry", i, res.Err, res.ErrKind, res.Retries)
 		}
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	if calls != 2 {
 		t.Errorf("server saw %d requests, want 2", calls)
 	}

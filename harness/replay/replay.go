@@ -102,8 +102,10 @@ type Round struct {
 	Wall        time.Duration // from Start until the last request ended
 }
 
-// Run replays items: each is sent at Start + AtS by its own goroutine. It
-// returns when every dispatched request has ended.
+// Run replays items: each is sent at Start + AtS by the dispatcher (the
+// calling goroutine), on an idle keep-alive connection, and its answer is
+// read by a goroutine of its own. It returns when every dispatched request
+// has ended.
 func Run(ctx context.Context, items []Item, opts Options) *Round {
 	if opts.RequestContext == nil {
 		opts.RequestContext = context.Background()
@@ -139,18 +141,22 @@ func Run(ctx context.Context, items []Item, opts Options) *Round {
 			round.Interrupted = true
 			break
 		}
+		// The request is written here, on the dispatcher, as it wakes: a
+		// goroutine started to send it would wait in the run queue behind
+		// the stream readers, and the send would run late.
+		p := opts.Client.Start(opts.RequestContext, opts.Endpoint, it.Body)
 		rec := &recs[sent]
 		sent++
 		stamp(rec, items, i)
 		wg.Add(1)
-		go func(body []byte) {
+		go func() {
 			defer wg.Done()
-			res := opts.Client.Do(opts.RequestContext, opts.Endpoint, body)
+			res := p.Finish()
 			res.Fill(rec, round.Start)
 			if opts.OnDone != nil {
 				opts.OnDone(rec)
 			}
-		}(it.Body)
+		}()
 	}
 	wg.Wait()
 	round.Wall = time.Since(round.Start)

@@ -171,13 +171,16 @@ func (s *sessionRun) dispatch(ctx context.Context) {
 	}
 }
 
-// send claims a record for d and starts its request. Called with mu held.
+// send claims a record for d and sends its request, on the dispatcher as
+// Run does; a goroutine reads the answer. Called with mu held: the write is
+// short, and only a request's end waits for mu.
 func (s *sessionRun) send(d due) {
+	p := s.opts.Client.Start(s.opts.RequestContext, s.opts.Endpoint, d.body)
 	rec := s.claim(d)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		res := s.opts.Client.Do(s.opts.RequestContext, s.opts.Endpoint, d.body)
+		res := p.Finish()
 		res.Fill(rec, s.round.Start)
 		if s.opts.OnDone != nil {
 			s.opts.OnDone(rec)
