@@ -107,6 +107,9 @@ func (d *Device) initRotary(w *model.Weights, lr loweredRotary) error {
 	if err := g.setMaxDynamicSmem(q.k.sample, sampleLargeSmem); err != nil {
 		return err
 	}
+	if b := d.kv.BlockSizeTokens; b&(b-1) != 0 {
+		return fmt.Errorf("cuda: the rotary block needs a power-of-two KV block size (its attention shifts, not divides, per key), got %d", b)
+	}
 	if c.VocabSize > 262144 {
 		return fmt.Errorf("cuda: a vocabulary of %d ids is more than the sampler's 262,144", c.VocabSize)
 	}
