@@ -108,7 +108,8 @@ func (d *Device) initRotary(w *model.Weights, lr loweredRotary) error {
 		return err
 	}
 	if b := d.kv.BlockSizeTokens; b&(b-1) != 0 {
-		return fmt.Errorf("cuda: the rotary block needs a power-of-two KV block size (its attention shifts, not divides, per key), got %d", b)
+		// Its attention shifts and masks positions by it (kv_block, kv_slot).
+		return fmt.Errorf("cuda: the rotary block needs a power-of-two KV block size (--block-size 16, 32, ...), got %d", b)
 	}
 	if c.VocabSize > 262144 {
 		return fmt.Errorf("cuda: a vocabulary of %d ids is more than the sampler's 262,144", c.VocabSize)

@@ -90,6 +90,14 @@ __device__ __forceinline__ float key_float(uint32_t k) {
     return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
 }
 
+// kv_block and kv_slot are position p's block-table index and slot for a
+// power-of-two block size B (the rotary block's kernels; initRotary checks
+// it): a shift and a mask, where a runtime division per key cost its decode
+// attention a third of its instructions. __ffs(B) is loop-invariant, so
+// loops compute it once. GPT-2's kernels divide: their tests cover odd B.
+__device__ __forceinline__ int kv_block(int p, int B) { return p >> (__ffs(B) - 1); }
+__device__ __forceinline__ int kv_slot(int p, int B) { return p & (B - 1); }
+
 // Paged KV cache, one layer: k and v each [num_blocks][NH][B][HD] halves, so
 // one (block, head) is a contiguous B*HD run that a warp reads coalesced.
 __device__ __forceinline__ size_t kv_offset(int block, int head, int slot, int NH, int B, int HD) {

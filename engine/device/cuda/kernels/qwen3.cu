@@ -135,7 +135,7 @@ extern "C" __global__ void q3_qk_rope_kv(bf16_t* qkv, bf16_t* kc, bf16_t* vc, co
     }
     if (slot < 0) return;
     const int kvh = isV ? h - NH - NKV : h - NH;
-    bf16_t* dst = (isV ? vc : kc) + kv_offset(slot / B, kvh, slot % B, NKV, B, HD) + 4 * lane;
+    bf16_t* dst = (isV ? vc : kc) + kv_offset(kv_block(slot, B), kvh, kv_slot(slot, B), NKV, B, HD) + 4 * lane;
     *reinterpret_cast<uint2*>(dst) = packed;
 }
 
@@ -211,7 +211,6 @@ __device__ __forceinline__ void q3_attn_rows(bf16_t* att, float* part, const bf1
     const int k0 = split * chunk, k1 = min(ctx, k0 + chunk);
     const int* bt = block_tables + (size_t)entry * bt_stride[0];
     const int width = (NH + 2 * NKV) * Q3_HD;
-    const int bs = __ffs(B) - 1;  // B is a power of two (initRotary): shifts, not divisions, per key
     grid_dep_wait();
     // This lane's 16 query elements of each head, prescaled: elements
     // 8 sub .. +7 and 64 + 8 sub .. +7, the ones of the keys it reads (each
@@ -240,7 +239,7 @@ __device__ __forceinline__ void q3_attn_rows(bf16_t* att, float* part, const bf1
         for (int pass = 0; pass < Q3_PASSES; pass++) {
             const int key = t0 + pass * 16 + warp * 4 + lane / 8;
             if (key < k1) {
-                const bf16_t* kp = kc + kv_offset(bt[key >> bs], kvh, key & (B - 1), NKV, B, Q3_HD) + 8 * sub;
+                const bf16_t* kp = kc + kv_offset(bt[kv_block(key, B)], kvh, kv_slot(key, B), NKV, B, Q3_HD) + 8 * sub;
                 kr[pass][0] = *reinterpret_cast<const uint4*>(kp);
                 kr[pass][1] = *reinterpret_cast<const uint4*>(kp + 64);
             } else {
@@ -252,7 +251,7 @@ __device__ __forceinline__ void q3_attn_rows(bf16_t* att, float* part, const bf1
 #pragma unroll
             for (int i = 0; i < Q3_TILE / 4; i++) {
                 const int kk = warp + 4 * i;
-                vr[i] = kk < nk ? *reinterpret_cast<const uint2*>(vc + kv_offset(bt[(t0 + kk) >> bs], kvh, (t0 + kk) & (B - 1), NKV, B, Q3_HD) + 4 * lane)
+                vr[i] = kk < nk ? *reinterpret_cast<const uint2*>(vc + kv_offset(bt[kv_block(t0 + kk, B)], kvh, kv_slot(t0 + kk, B), NKV, B, Q3_HD) + 4 * lane)
                                 : make_uint2(0u, 0u);
             }
         }
@@ -311,7 +310,7 @@ __device__ __forceinline__ void q3_attn_rows(bf16_t* att, float* part, const bf1
             const int kk = warp + 4 * i;
             if (kk >= nk) break;
             const uint2 raw = PREFETCH ? vr[PREFETCH ? i : 0]
-                                       : *reinterpret_cast<const uint2*>(vc + kv_offset(bt[(t0 + kk) >> bs], kvh, (t0 + kk) & (B - 1), NKV, B, Q3_HD) + 4 * lane);
+                                       : *reinterpret_cast<const uint2*>(vc + kv_offset(bt[kv_block(t0 + kk, B)], kvh, kv_slot(t0 + kk, B), NKV, B, Q3_HD) + 4 * lane);
             const float v0 = __uint_as_float(raw.x << 16), v1 = __uint_as_float(raw.x & 0xffff0000u);
             const float v2 = __uint_as_float(raw.y << 16), v3 = __uint_as_float(raw.y & 0xffff0000u);
 #pragma unroll
@@ -410,7 +409,6 @@ extern "C" __global__ void __launch_bounds__(128) q3_attn_prefill(
     const int* bt = block_tables + (size_t)s * bt_stride[0];
     const int last = ctx + min(q0 + PF_BR, len) - 1;  // last key position the tile needs
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane >> 2, t4 = lane & 3;
-    const int bs = __ffs(B) - 1;  // B is a power of two (initRotary)
     grid_dep_wait();
 
     for (int c = tid; c < PF_BR * Q3_HD / 8; c += blockDim.x) {
@@ -443,7 +441,7 @@ extern "C" __global__ void __launch_bounds__(128) q3_attn_prefill(
             int j = k0 + key;
             uint4 kv = make_uint4(0, 0, 0, 0), vv = kv;  // zeros past the last key: P = 0 must not meet NaN
             if (j <= last) {
-                size_t off = kv_offset(bt[j >> bs], kvh, j & (B - 1), NKV, B, Q3_HD) + part;
+                size_t off = kv_offset(bt[kv_block(j, B)], kvh, kv_slot(j, B), NKV, B, Q3_HD) + part;
                 kv = *(const uint4*)(kc + off);
                 vv = *(const uint4*)(vc + off);
             }
