@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -34,14 +35,31 @@ var labKernelDir string
 // may #include.
 func kernelSources() (files, headers map[string]string, err error) {
 	files, headers = map[string]string{}, map[string]string{}
-	entries, err := fs.ReadDir(kernelFS, "kernels")
-	if err != nil {
+	if err := readKernelDir(kernelFS, "kernels", files, headers); err != nil {
 		return nil, nil, err
 	}
+	for name, src := range labKernelFiles {
+		files[name] = src
+	}
+	if labKernelDir != "" {
+		if err := readKernelDir(os.DirFS(labKernelDir), ".", files, headers); err != nil {
+			return nil, nil, fmt.Errorf("cuda: kernel override directory %s: %w", labKernelDir, err)
+		}
+	}
+	return files, headers, nil
+}
+
+// readKernelDir adds dir's .cu files to files and its .cuh files to
+// headers, replacing entries of the same name.
+func readKernelDir(fsys fs.FS, dir string, files, headers map[string]string) error {
+	entries, err := fs.ReadDir(fsys, dir)
+	if err != nil {
+		return err
+	}
 	for _, e := range entries {
-		b, err := kernelFS.ReadFile("kernels/" + e.Name())
+		b, err := fs.ReadFile(fsys, path.Join(dir, e.Name()))
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
 		switch filepath.Ext(e.Name()) {
 		case ".cu":
@@ -50,28 +68,7 @@ func kernelSources() (files, headers map[string]string, err error) {
 			headers[e.Name()] = string(b)
 		}
 	}
-	for name, src := range labKernelFiles {
-		files[name] = src
-	}
-	if labKernelDir != "" {
-		entries, err := os.ReadDir(labKernelDir)
-		if err != nil {
-			return nil, nil, fmt.Errorf("cuda: kernel override directory: %w", err)
-		}
-		for _, e := range entries {
-			b, err := os.ReadFile(filepath.Join(labKernelDir, e.Name()))
-			if err != nil {
-				return nil, nil, err
-			}
-			switch filepath.Ext(e.Name()) {
-			case ".cu":
-				files[e.Name()] = string(b)
-			case ".cuh":
-				headers[e.Name()] = string(b)
-			}
-		}
-	}
-	return files, headers, nil
+	return nil
 }
 
 // cacheDir is where compiled cubins live between runs:
