@@ -114,7 +114,8 @@ if [ "$what" = all ] || [ "$what" = sim ]; then
 	row "sim 1 ms: streamed tok/s at 256 concurrent streams" "$(field "$tmp/s256" 's["tok_per_s"]')"
 	row "sim 1 ms: TPOT p50 at 256 streams (ms)" "$(field "$tmp/s256" 's["tpot_ms"]["p50"]')"
 
-	# Harness fidelity against the sim device (bench launches it and asks for server timing).
+	# Harness fidelity against the sim device (bench launches it, on the default CPU split,
+	# and asks for server timing).
 	# --n: every row of the trace (bench online replays the first 1,000 by default).
 	for spec in "200 5 1000" "500 2 2000"; do
 		set -- $spec

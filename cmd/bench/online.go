@@ -67,10 +67,10 @@ roseinfer on the CPU only, --n ` + strconv.Itoa(cpuDefaultN) + ` (original 1000)
 
 CPU split (the original's): unless --server-cpus/--client-cpus are given,
 launched servers get the first half of the CPUs this process may use and the
-harness the rest (2 cores: one each), so the server's compute never delays the
-client's timestamps; the profile stage's servers too, --profile-only included;
-"none" turns pinning off. Not applied with --device sim
-(no compute to isolate, and one CPU each measured worse tails on 2 cores).
+harness the rest (2 cores: one each), so the server's work (its compute, or
+the sim device's bursts of stream chunks) never delays the client's sends and
+timestamps; the profile stage's servers too, --profile-only included; "none"
+turns pinning off.
 
 Writes <output-dir>/online_<YYYYmmdd_HHMMSS>/: online_results.json (per-request
 records included), online_summary.md and <label>.server.log per backend. The

@@ -55,7 +55,10 @@ func TestOnlineWholePicture(t *testing.T) {
 	args := func(outDir string, extra ...string) []string {
 		return append([]string{"online", "--device", "sim", "--server-args", "--sim-step-us 1000", "--roseinfer-bin", bin,
 			"--trace", tracePath, "--n", "20", "--scales", "0.5,1", "--ignore-eos", "--warmup-requests", "1",
-			"--start-offset-s", "0.1", "--port-base", strconv.Itoa(backendtest.PortBase(t)), "--output-dir", outDir}, extra...)
+			"--start-offset-s", "0.1", "--port-base", strconv.Itoa(backendtest.PortBase(t)), "--output-dir", outDir,
+			// The default CPU split would pin this test process (bench runs
+			// in it) and the children of the tests after it.
+			"--server-cpus", "none", "--client-cpus", "none"}, extra...)
 	}
 
 	t.Run("offline and report", func(t *testing.T) {

@@ -48,7 +48,9 @@ func TestOnlineRoseinferAllTools(t *testing.T) {
 	in := OnlineInput{
 		Servers: servers.Options{Backends: []string{"roseinfer"}, RoseinferBin: backendtest.Roseinfer(t), Device: "sim",
 			ServerArgs: []string{"--sim-step-us", "2000"}, Host: "127.0.0.1",
-			PortBase: 30000 + int(time.Now().UnixNano()%20000), TimeoutReady: 120 * time.Second},
+			PortBase: 30000 + int(time.Now().UnixNano()%20000), TimeoutReady: 120 * time.Second,
+			// The default CPU split would pin this test process for the tests after it.
+			ServerCPUs: servers.NoPinning, ClientCPUs: servers.NoPinning},
 		Workload: workload.Options{TracePath: burstTrace(t, 40, 50, 64, 16), N: 40, MaxOutputLen: 16,
 			PromptOverheadTokens: 8, ModelMaxLen: 1024, VocabSize: 50257, PrefixMode: "base", Seed: 42,
 			Temperature: 0.7, TopP: 0.9, TopK: 50, IgnoreEOS: true,

@@ -35,22 +35,33 @@ func ApplyCPUSplit(o *Options) (prefix []string, note string, err error) {
 // is given and the harness launches the servers: of the CPUs this process
 // may use, the server gets the first half (at least one) and the client the
 // rest; with a single CPU both share it. On a 2-core machine that is one
-// core each, so the server's compute never delays the client's timestamps.
-// "none" turns pinning off. It returns a note for the log, or "".
+// core each, so the server's work never delays the client's sends and
+// timestamps. "none" turns pinning off. It returns a note for the log, or
+// "".
+//
+// The sim device gets the split too. It computes nothing, but it writes:
+// with 2,000 streams on 2 cores each 50 ms step is a burst of 2,000 chunks,
+// and sharing the cores, the server's threads held both CPUs while the
+// dispatcher's timer fired (an execution trace showed bench running no
+// goroutine at all for 1-3 ms), so sends due in a burst ran 4-7 ms late.
+// On a core of its own the
+// client's one P (GOMAXPROCS 1) checks the dispatcher's timer at every
+// goroutine switch and runs it next. cpu_numbers.sh sim on 2 cores,
+// this default and the shared cores (d2bfbb4) alternating, 6 runs each
+// (2026-11-27): send lag p99 at 2,000 streams 0.04-0.09 ms (1.3 in one)
+// against 4.1-5.4 (INVALID in 2); 500 req/s 0.04-0.08 against 0.13-0.24;
+// 200 req/s 0.05-0.11 against 0.16-0.26; TPOT and ITL p50 unchanged. The
+// cost: pinned, neither side can move away from other work on its core
+// (with a busy loop beside them, 500 req/s send lag p99 2.5-4.0 ms split,
+// 0.4-1.0 shared). (With the net/http client, whose goroutine hand-offs
+// all waited for the one P, sharing was the better choice: 200 req/s p99
+// 0.4-0.8 ms shared, 2.0-2.3 split, 2026-11-22.)
 func resolveCPUs(o *Options) (string, error) {
 	if o.ServerCPUs == NoPinning || o.ClientCPUs == NoPinning {
 		o.ServerCPUs, o.ClientCPUs = "", ""
 		return "", nil
 	}
 	if o.ServerCPUs != "" || o.ClientCPUs != "" || o.BaseURL != "" {
-		return "", nil
-	}
-	// The sim device computes nothing, so there is nothing to isolate the
-	// client from, and one CPU each (GOMAXPROCS 1) makes every wake-up wait
-	// for the one P: at 200 req/s on 2 cores, send lag p99 2.0-2.3 ms and
-	// client - server TTFT p99 3.1-3.4 ms split, 0.4-0.8 and 0.6-0.8 ms
-	// shared (2026-11-22). No split.
-	if o.Device == "sim" {
 		return "", nil
 	}
 	if _, err := exec.LookPath("taskset"); err != nil {

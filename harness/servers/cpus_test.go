@@ -32,3 +32,23 @@ func TestResolveCPUs(t *testing.T) {
 		}
 	}
 }
+
+// The sim device gets the same split as the CPU: its bursts of chunks held
+// the shared cores while the client's sends were due.
+func TestResolveCPUsSim(t *testing.T) {
+	cpu, sim := roseinferOnCPU(), roseinferOnCPU()
+	sim.Device = "sim"
+	if _, err := resolveCPUs(&cpu); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := resolveCPUs(&sim); err != nil {
+		t.Fatal(err)
+	}
+	if sim.ServerCPUs != cpu.ServerCPUs || sim.ClientCPUs != cpu.ClientCPUs {
+		t.Errorf("sim split %q / %q, cpu %q / %q: want the same", sim.ServerCPUs, sim.ClientCPUs, cpu.ServerCPUs, cpu.ClientCPUs)
+	}
+	sim.ServerCPUs, sim.ClientCPUs, sim.BaseURL = "", "", "http://127.0.0.1:8000"
+	if _, err := resolveCPUs(&sim); err != nil || sim.ServerCPUs != "" || sim.ClientCPUs != "" {
+		t.Errorf("a server the harness does not launch is not pinned: %q %q %v", sim.ServerCPUs, sim.ClientCPUs, err)
+	}
+}
