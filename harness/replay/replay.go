@@ -107,21 +107,10 @@ type Round struct {
 // read by a goroutine of its own. It returns when every dispatched request
 // has ended.
 func Run(ctx context.Context, items []Item, opts Options) *Round {
-	if opts.RequestContext == nil {
-		opts.RequestContext = context.Background()
-	}
-	switch {
-	case opts.SpinWindow == 0:
-		opts.SpinWindow = DefaultSpinWindow
-	case opts.SpinWindow < 0:
-		opts.SpinWindow = 0
-	}
+	opts = opts.withDefaults()
 	// One timer for the dispatcher goroutine, which alone sleeps on it.
-	timer, err := hrtimer.New()
-	if err != nil {
-		timer = nil // out of file descriptors: a Go timer and a longer spin
-		opts.SpinWindow = max(opts.SpinWindow, goTimerSpinWindow)
-	} else {
+	timer := dispatcherTimer(&opts.SpinWindow)
+	if timer != nil {
 		defer timer.Close()
 	}
 	order := make([]int, len(items))
@@ -163,6 +152,35 @@ func Run(ctx context.Context, items []Item, opts Options) *Round {
 	round.Requests = recs[:sent]
 	round.NotSent = len(items) - sent
 	return round
+}
+
+// withDefaults fills o's zero fields: no request context means
+// context.Background(), a zero SpinWindow DefaultSpinWindow, a negative one
+// none.
+func (o Options) withDefaults() Options {
+	if o.RequestContext == nil {
+		o.RequestContext = context.Background()
+	}
+	switch {
+	case o.SpinWindow == 0:
+		o.SpinWindow = DefaultSpinWindow
+	case o.SpinWindow < 0:
+		o.SpinWindow = 0
+	}
+	return o
+}
+
+// dispatcherTimer makes the dispatcher's hrtimer, or returns nil when none
+// can be made (out of file descriptors): the dispatcher then sleeps on a Go
+// timer, which wakes up to a millisecond late, so spin is widened to cover
+// that. The caller closes a timer it gets.
+func dispatcherTimer(spin *time.Duration) *hrtimer.Timer {
+	timer, err := hrtimer.New()
+	if err != nil {
+		*spin = max(*spin, goTimerSpinWindow)
+		return nil
+	}
+	return timer
 }
 
 // sleepUntil waits until target: asleep on timer (a Go timer when nil) up

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/roseinfer/roseinfer/engine/hrtimer"
 	"github.com/roseinfer/roseinfer/harness/client"
 	"github.com/roseinfer/roseinfer/results"
 )
@@ -38,15 +37,7 @@ const ErrNotSent = "not_sent"
 // turn. The round ends when every item was sent, or when ctx ends (the
 // first Ctrl-C) and the requests in flight have ended.
 func RunSessions(ctx context.Context, items []Item, follow FollowFunc, opts Options) *Round {
-	if opts.RequestContext == nil {
-		opts.RequestContext = context.Background()
-	}
-	switch {
-	case opts.SpinWindow == 0:
-		opts.SpinWindow = DefaultSpinWindow
-	case opts.SpinWindow < 0:
-		opts.SpinWindow = 0
-	}
+	opts = opts.withDefaults()
 	s := &sessionRun{items: items, follow: follow, opts: opts, children: make([][]int, len(items)),
 		recs: make([]results.Request, len(items)), numLeft: len(items)}
 	s.round = &Round{Start: time.Now()}
@@ -130,11 +121,8 @@ type sessionRun struct {
 // ctx ends. It waits as Run does (hrtimer, then a short spin); a turn that
 // becomes due meanwhile ends the wait, so it is never held behind a later one.
 func (s *sessionRun) dispatch(ctx context.Context) {
-	timer, err := hrtimer.New()
-	if err != nil {
-		timer = nil // out of file descriptors: a Go timer and a longer spin
-		s.opts.SpinWindow = max(s.opts.SpinWindow, goTimerSpinWindow)
-	} else {
+	timer := dispatcherTimer(&s.opts.SpinWindow)
+	if timer != nil {
 		defer timer.Close()
 	}
 	defer func() {
