@@ -43,18 +43,12 @@ func TestABFlagErrors(t *testing.T) {
 // when make test loads the machine (its tail is harness/ab's test, with 16).
 func TestABCommandFlagsSlowerStep(t *testing.T) {
 	bin := buildRoseinfer(t)
-	trace := filepath.Join(t.TempDir(), "trace.csv")
 	rng := rand.New(rand.NewPCG(3, 4))
-	var b strings.Builder
-	b.WriteString("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n")
 	at := 0.0
-	for range 20 {
+	trace := backendtest.BurstTrace(t, 20, func(int) (float64, int, int) {
 		at += rng.ExpFloat64() / 150
-		fmt.Fprintf(&b, "%.6f,ChatGPT,%d,%d,%d,Conversation log\n", at, 64, 24, 88)
-	}
-	if err := os.WriteFile(trace, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+		return at, 64, 24
+	})
 	outDir := t.TempDir()
 	out, code := execBench(t, "ab", "--a", bin, "--b", bin, "--b-args", "--sim-step-us 1200", "--device", "sim",
 		"--server-args", "--sim-step-us 1000", "--trace", trace, "--n", "20", "--scales", "1", "--rounds", "4",

@@ -95,15 +95,7 @@ func (b *lockedBuffer) String() string {
 // and waits until the first requests are in flight.
 func startBench(t *testing.T, bin, outDir string) (*exec.Cmd, *lockedBuffer) {
 	t.Helper()
-	var trace strings.Builder
-	trace.WriteString("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n")
-	for i := 0; i < 400; i++ { // 20 req/s for 20 s
-		fmt.Fprintf(&trace, "%.3f,ChatGPT,16,64,80,Conversation log\n", float64(i)/20)
-	}
-	tracePath := filepath.Join(t.TempDir(), "trace.csv")
-	if err := os.WriteFile(tracePath, []byte(trace.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	tracePath := backendtest.EvenBurstTrace(t, 400, 20, 16, 64) // 20 req/s for 20 s
 	args, _ := json.Marshal([]string{"online", "--device", "sim", "--server-args", "--sim-step-us 1000",
 		"--roseinfer-bin", bin, "--trace", tracePath, "--n", "400", "--scales", "1,1", "--ignore-eos",
 		"--warmup-requests", "1", "--start-offset-s", "0.1", "--port-base", strconv.Itoa(backendtest.PortBase(t)), "--output-dir", outDir})

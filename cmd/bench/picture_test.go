@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/xml"
 	"errors"
-	"fmt"
 	"image/png"
 	"io"
 	"os"
@@ -43,15 +42,9 @@ func TestOnlineWholePicture(t *testing.T) {
 		}
 	})
 	sig = interrupts{stop: context.Background(), abort: context.Background()}
-	var trace strings.Builder
-	trace.WriteString("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n")
-	for i := 0; i < 20; i++ { // 20 req/s for 1 s
-		fmt.Fprintf(&trace, "%.3f,ChatGPT,%d,16,%d,Conversation log\n", float64(i)/20, 16+i, 32+i)
-	}
-	tracePath := filepath.Join(t.TempDir(), "trace.csv")
-	if err := os.WriteFile(tracePath, []byte(trace.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	tracePath := backendtest.BurstTrace(t, 20, func(i int) (float64, int, int) { // 20 req/s for 1 s
+		return float64(i) / 20, 16 + i, 16
+	})
 	args := func(outDir string, extra ...string) []string {
 		return append([]string{"online", "--device", "sim", "--server-args", "--sim-step-us 1000", "--roseinfer-bin", bin,
 			"--trace", tracePath, "--n", "20", "--scales", "0.5,1", "--ignore-eos", "--warmup-requests", "1",

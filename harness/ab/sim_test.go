@@ -2,12 +2,10 @@ package ab
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -34,19 +32,11 @@ func roseinfer(t *testing.T) string { return backendtest.RoseinferOnce(t) }
 func simTrace(t *testing.T, n int, rate float64) string {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(1, 2))
-	var b strings.Builder
-	b.WriteString("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n")
 	at := 0.0
-	for range n {
+	return backendtest.BurstTrace(t, n, func(int) (float64, int, int) {
 		at += rng.ExpFloat64() / rate
-		in, out := 16+rng.IntN(113), 8+rng.IntN(25)
-		fmt.Fprintf(&b, "%.6f,ChatGPT,%d,%d,%d,Conversation log\n", at, in, out, in+out)
-	}
-	path := filepath.Join(t.TempDir(), "trace.csv")
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
+		return at, 16 + rng.IntN(113), 8 + rng.IntN(25)
+	})
 }
 
 // simOptions is an A/B on the sim device: n requests at 150 req/s a

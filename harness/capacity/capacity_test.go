@@ -15,21 +15,6 @@ import (
 	"github.com/roseinfer/roseinfer/results"
 )
 
-// evenTrace writes a BurstGPT-format trace of n requests exactly 1/rate s
-// apart, each inputLen prompt tokens and outputLen generated ones.
-func evenTrace(t *testing.T, n int, rate float64, inputLen, outputLen int) string {
-	var b strings.Builder
-	b.WriteString("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n")
-	for i := 0; i < n; i++ {
-		fmt.Fprintf(&b, "%.6f,ChatGPT,%d,%d,%d,Conversation log\n", float64(i)/rate, inputLen, outputLen, inputLen+outputLen)
-	}
-	path := filepath.Join(t.TempDir(), "trace.csv")
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 // simOptions are a capacity run against `roseinfer serve --device sim`
 // replaying trace, every request asking for its full output length.
 func simOptions(t *testing.T, trace string, n int) Options {
@@ -151,7 +136,7 @@ func TestCapacityOfSimServer(t *testing.T) {
 
 	t.Run("launched", func(t *testing.T) {
 		const n = 150
-		o := simOptions(t, evenTrace(t, n, traceRate, inputLen, outputLen), n)
+		o := simOptions(t, backendtest.EvenBurstTrace(t, n, traceRate, inputLen, outputLen), n)
 		o.Online.Servers.RoseinferBin = bin
 		o.Online.Servers.ServerArgs = serverArgs
 		check(t, o, n)
@@ -165,7 +150,7 @@ func TestCapacityOfSimServer(t *testing.T) {
 		}
 		t.Cleanup(func() { srv.Stop() })
 		const n = 60
-		o := simOptions(t, evenTrace(t, n, traceRate, inputLen, outputLen), n)
+		o := simOptions(t, backendtest.EvenBurstTrace(t, n, traceRate, inputLen, outputLen), n)
 		o.Online.Servers.BaseURL = srv.BaseURL
 		check(t, o, n)
 	})

@@ -5,6 +5,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/roseinfer/roseinfer/harness/backend/backendtest"
 )
 
 func TestPrewarmConnsMustNotBeNegative(t *testing.T) {
@@ -22,7 +24,7 @@ func TestPrewarmConnsMustNotBeNegative(t *testing.T) {
 func TestOnlinePrewarmsEachRound(t *testing.T) {
 	for _, conns := range []int{DefaultPrewarmConns, 0} {
 		o := simOptions(t, 2000)
-		o.Workload.TracePath = burstTrace(t, 16, 2000, 16, 20) // 16 requests within 8 ms, 40 ms each
+		o.Workload.TracePath = backendtest.EvenBurstTrace(t, 16, 2000, 16, 20) // 16 requests within 8 ms, 40 ms each
 		o.Workload.N = 16
 		o.Load.PrewarmConns = conns
 		var log bytes.Buffer

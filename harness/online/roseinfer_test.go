@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -30,20 +29,6 @@ func TestMain(m *testing.M) { backendtest.Main(m) }
 // roseinferBinary is cmd/roseinfer built once for the package ($ROSEINFER_BIN names a
 // prebuilt one instead).
 func roseinferBinary(t *testing.T) string { return backendtest.RoseinferOnce(t) }
-
-// burstTrace writes a BurstGPT-format trace of n requests at rate req/s.
-func burstTrace(t *testing.T, n int, rate float64, inputLen, outputLen int) string {
-	var b strings.Builder
-	b.WriteString("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n")
-	for i := 0; i < n; i++ {
-		fmt.Fprintf(&b, "%.6f,ChatGPT,%d,%d,%d,Conversation log\n", float64(i)/rate, inputLen, outputLen, inputLen+outputLen)
-	}
-	path := filepath.Join(t.TempDir(), "trace.csv")
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
 
 func simOptions(t *testing.T, stepUS int, extra ...string) OnlineOptions {
 	o := DefaultOnline()
@@ -141,7 +126,7 @@ func fidelityRun(t *testing.T) ([]string, bool) {
 	o := simOptions(t, 1000)
 	// 200 req/s for 1.5 s, 8 tokens each: enough token gaps for the medians
 	// while keeping the client's reading work small on a shared machine.
-	o.Workload.TracePath = burstTrace(t, 300, 200, 16, 8)
+	o.Workload.TracePath = backendtest.EvenBurstTrace(t, 300, 200, 16, 8)
 	o.Workload.N = 300
 	probe := startProbe(t)
 	rep, err := Online(context.Background(), context.Background(), o)
@@ -230,7 +215,7 @@ func TestSimFidelity(t *testing.T) {
 // TPOT still equal the step time while the inter-chunk latency is 4 steps.
 func TestSimMultiTokenChunks(t *testing.T) {
 	o := simOptions(t, 1000, "--stream-interval", "4")
-	o.Workload.TracePath = burstTrace(t, 20, 20, 16, 33)
+	o.Workload.TracePath = backendtest.EvenBurstTrace(t, 20, 20, 16, 33)
 	o.Workload.N = 20
 	probe := startProbe(t)
 	rep, err := Online(context.Background(), context.Background(), o)
@@ -305,7 +290,7 @@ func (k *killServer) Finish(string) {}
 
 func TestServerKilledMidReplay(t *testing.T) {
 	o := simOptions(t, 1000)
-	o.Workload.TracePath = burstTrace(t, 60, 20, 16, 8) // 3 s
+	o.Workload.TracePath = backendtest.EvenBurstTrace(t, 60, 20, 16, 8) // 3 s
 	o.Workload.N = 60
 	o.Load.Scales = []float64{1, 1} // the second scale must not run
 	// A SIGKILLed server cannot remove its temp profile dir: give it one
@@ -351,7 +336,7 @@ func TestServerKilledMidReplay(t *testing.T) {
 func TestSimChatEndpoint(t *testing.T) {
 	o := simOptions(t, 500)
 	o.Workload.Endpoint = "chat"
-	o.Workload.TracePath = burstTrace(t, 10, 50, 24, 8)
+	o.Workload.TracePath = backendtest.EvenBurstTrace(t, 10, 50, 24, 8)
 	o.Workload.N = 10
 	rep, err := Online(context.Background(), context.Background(), o)
 	on := loadCleanRun(t, rep, err)

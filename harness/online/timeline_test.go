@@ -38,7 +38,7 @@ func TestTimelineAttributesPrefillOutliers(t *testing.T) {
 		numRequests       = 8
 	)
 	o := simOptions(t, 2000, "--sim-prefill-us-per-token", "60", "--prefill-chunk-size", "512", "--no-prefix-cache")
-	o.Workload.TracePath = burstTrace(t, numRequests, 2.5, promptTokens, outputTokens)
+	o.Workload.TracePath = backendtest.EvenBurstTrace(t, numRequests, 2.5, promptTokens, outputTokens)
 	o.Workload.N = numRequests
 	o.Workload.MaxOutputLen = outputTokens
 	o.Output.Timeline = true
@@ -186,7 +186,7 @@ func TestTimelineBaseURL(t *testing.T) {
 	t.Cleanup(srv.Stop)
 	o := simOptions(t, 2000)
 	o.Servers.BaseURL = srv.BaseURL
-	o.Workload.TracePath = burstTrace(t, 6, 20, 16, 20)
+	o.Workload.TracePath = backendtest.EvenBurstTrace(t, 6, 20, 16, 20)
 	o.Workload.N = 6
 	o.Output.Timeline = true
 	rep, err := Online(context.Background(), context.Background(), o)

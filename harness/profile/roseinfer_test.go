@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,20 +19,6 @@ import (
 	"github.com/roseinfer/roseinfer/harness/workload"
 	"github.com/roseinfer/roseinfer/results"
 )
-
-// burstTrace writes a BurstGPT-format trace of n requests, rate per second.
-func burstTrace(t *testing.T, n int, rate float64, inputLen, outputLen int) string {
-	var b strings.Builder
-	b.WriteString("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n")
-	for i := range n {
-		fmt.Fprintf(&b, "%.6f,ChatGPT,%d,%d,%d,Conversation log\n", float64(i)/rate, inputLen, outputLen, inputLen+outputLen)
-	}
-	path := filepath.Join(t.TempDir(), "trace.csv")
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
 
 // TestOnlineRoseinferAllTools is the CPU acceptance check: the profile
 // stage against the real `roseinfer serve --device sim` with --profile all
@@ -51,7 +36,7 @@ func TestOnlineRoseinferAllTools(t *testing.T) {
 			PortBase: 30000 + int(time.Now().UnixNano()%20000), TimeoutReady: 120 * time.Second,
 			// The default CPU split would pin this test process for the tests after it.
 			ServerCPUs: servers.NoPinning, ClientCPUs: servers.NoPinning},
-		Workload: workload.Options{TracePath: burstTrace(t, 40, 50, 64, 16), N: 40, MaxOutputLen: 16,
+		Workload: workload.Options{TracePath: backendtest.EvenBurstTrace(t, 40, 50, 64, 16), N: 40, MaxOutputLen: 16,
 			PromptOverheadTokens: 8, ModelMaxLen: 1024, VocabSize: 50257, PrefixMode: "base", Seed: 42,
 			Temperature: 0.7, TopP: 0.9, TopK: 50, IgnoreEOS: true,
 			WarmupRequests: 2, WarmupInputLen: 128, WarmupOutputLen: 4},

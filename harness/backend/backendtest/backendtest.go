@@ -5,9 +5,11 @@ package backendtest
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -104,4 +106,29 @@ func Main(m *testing.M) {
 		os.RemoveAll(shared.dir)
 	}
 	os.Exit(code)
+}
+
+// BurstTrace writes a BurstGPT-format trace of n requests into a temporary
+// file and returns its path: row i is sent at at(i) seconds with in prompt
+// and out generated tokens.
+func BurstTrace(t testing.TB, n int, row func(i int) (at float64, in, out int)) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n")
+	for i := range n {
+		at, in, out := row(i)
+		fmt.Fprintf(&b, "%.6f,ChatGPT,%d,%d,%d,Conversation log\n", at, in, out, in+out)
+	}
+	path := filepath.Join(t.TempDir(), "trace.csv")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// EvenBurstTrace is BurstTrace of n requests 1/rate s apart, each of in
+// prompt and out generated tokens.
+func EvenBurstTrace(t testing.TB, n int, rate float64, in, out int) string {
+	t.Helper()
+	return BurstTrace(t, n, func(i int) (float64, int, int) { return float64(i) / rate, in, out })
 }
