@@ -13,6 +13,7 @@ import (
 	"github.com/roseinfer/roseinfer/harness/backend"
 	"github.com/roseinfer/roseinfer/harness/client"
 	"github.com/roseinfer/roseinfer/harness/metrics"
+	"github.com/roseinfer/roseinfer/harness/online"
 	"github.com/roseinfer/roseinfer/harness/replay"
 	"github.com/roseinfer/roseinfer/harness/rundir"
 	"github.com/roseinfer/roseinfer/harness/servers"
@@ -304,7 +305,7 @@ func (rep *Report) runScale(ctx, abort context.Context, o *Options, w *workload.
 		}
 		opts := metrics.ScaleOptions{Backend: s.Label, Scale: scale, Round: round, MaxSendLagP99Ms: o.Load.SendLagThresholdMs}
 		sum := metrics.SummarizeScale(r.Requests, opts)
-		fmt.Fprintln(log, roundLine(s.Label, scale, round, len(order)/2, sum))
+		fmt.Fprintln(log, online.ScaleLine(s.Label, scale, round, len(order)/2, sum))
 		rounds[which] = append(rounds[which], r.Requests)
 		s.rec.Runs = append(s.rec.Runs, results.Run{Scale: scale, Round: round, Summary: sum, RequestMetrics: r.Requests})
 		updateSummary(out, metrics.SummarizeRounds(rounds[which], opts))
@@ -331,24 +332,6 @@ func updateSummary(out *results.Online, s results.Summary) {
 		}
 	}
 	out.Summaries = append(out.Summaries, s)
-}
-
-// roundLine is the console line of one round.
-func roundLine(label string, scale float64, round, rounds int, s results.Summary) string {
-	line := fmt.Sprintf("[%s scale=%s round=%d/%d] ok=%d/%d, TTFT p90=%sms, TPOT p90=%sms, ITL p90=%sms, E2E p90=%sms, send lag p99=%sms",
-		label, formatScale(scale), round, rounds, s.NumSuccess, s.NumRequests, ms(s.TTFTMs.P90), ms(s.TPOTMs.P90),
-		ms(s.ITLMs.P90), ms(s.E2EMs.P90), ms(s.SendLagMs.P99))
-	if !s.Valid {
-		line += " INVALID: " + s.InvalidReason
-	}
-	return line
-}
-
-func ms(v *float64) string {
-	if v == nil {
-		return "-"
-	}
-	return fmt.Sprintf("%.2f", *v)
 }
 
 // meta is online_results.json's meta: bench online's keys where they

@@ -230,7 +230,7 @@ func (br *backendRun) runScale(ctx, abort context.Context, scale float64) bool {
 			s.Valid, s.InvalidReason = false, joinReason(s.InvalidReason, interrupted)
 		}
 		last = s
-		line := scaleLine(label, scale, round, o.Load.Repeat, s)
+		line := ScaleLine(label, scale, round, o.Load.Repeat, s)
 		if bar != nil {
 			bar.Finish(line)
 		} else {
@@ -321,8 +321,9 @@ func joinReason(a, b string) string {
 	return a + "; " + b
 }
 
-// scaleLine is the original's console line per scale, plus send lag.
-func scaleLine(label string, scale float64, round, rounds int, s results.Summary) string {
+// ScaleLine is the original's console line per scale (and round, when
+// there are several), plus send lag; bench ab prints its rounds with it.
+func ScaleLine(label string, scale float64, round, rounds int, s results.Summary) string {
 	r := ""
 	if rounds > 1 {
 		r = fmt.Sprintf(" round=%d/%d", round, rounds)
