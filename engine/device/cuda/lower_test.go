@@ -11,9 +11,10 @@ import (
 
 // The lowering runs on the host: these tests need no GPU.
 
-func gpt2Program(t *testing.T) (arch.Program, arch.Config) {
+// presetProgram is the Program a model preset's family lists for it.
+func presetProgram(t *testing.T, preset string) (arch.Program, arch.Config) {
 	t.Helper()
-	c, err := model.Preset("tiny")
+	c, err := model.Preset(preset)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +29,7 @@ func gpt2Program(t *testing.T) (arch.Program, arch.Config) {
 // (unfused, llm.c's order), lowers onto the fused step with every tensor
 // in its place, and that every name it gives is a tensor of the weights.
 func TestLowerGPT2(t *testing.T) {
-	p, c := gpt2Program(t)
+	p, c := presetProgram(t, "tiny")
 	lp, err := lowerProgram(p, c)
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +69,7 @@ func TestLowerGPT2(t *testing.T) {
 // TestLowerFusedForm: a Program that lists the epilogues already fused
 // lowers to the same step.
 func TestLowerFusedForm(t *testing.T) {
-	p, c := gpt2Program(t)
+	p, c := presetProgram(t, "tiny")
 	want, err := lowerProgram(p, c)
 	if err != nil {
 		t.Fatal(err)
@@ -124,7 +125,7 @@ func TestLowerRejects(t *testing.T) {
 		}, "epsilon"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, c := gpt2Program(t)
+			p, c := presetProgram(t, "tiny")
 			tc.edit(&p)
 			_, err := lowerProgram(p, c)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -134,28 +135,15 @@ func TestLowerRejects(t *testing.T) {
 	}
 }
 
-func qwen3Program(t *testing.T, preset string) (arch.Program, arch.Config) {
-	t.Helper()
-	c, err := model.Preset(preset)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := arch.Lookup(c.Family)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f.Program(c), c
-}
-
 // TestLowerRotary: Qwen3's Program lowers onto the rotary block with the
 // tensors of each fused step, and the shapes and forms its kernels do not
 // implement fail by name.
 func TestLowerRotary(t *testing.T) {
-	p, c := qwen3Program(t, "qwen3-0.6b")
+	p, c := presetProgram(t, "qwen3-0.6b")
 	if !isRotary(p) {
 		t.Fatal("Qwen3's Program is not taken for the rotary block")
 	}
-	if gp, _ := gpt2Program(t); isRotary(gp) {
+	if gp, _ := presetProgram(t, "tiny"); isRotary(gp) {
 		t.Fatal("GPT-2's Program is taken for the rotary block")
 	}
 	got, err := lowerRotary(p, c)
@@ -183,7 +171,7 @@ func TestLowerRotary(t *testing.T) {
 		{"LayerNorm for RMSNorm", func(p *arch.Program) { p.Layer = slices.Clone(p.Layer); p.Layer[0].Kind = arch.OpLayerNorm }, "layer op 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, c := qwen3Program(t, "qwen3-0.6b")
+			p, c := presetProgram(t, "qwen3-0.6b")
 			tc.edit(&p)
 			if _, err := lowerRotary(p, c); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want an error containing %q", err, tc.want)
@@ -191,7 +179,7 @@ func TestLowerRotary(t *testing.T) {
 		})
 	}
 	// The tiny preset's head size (32) is the CPU path's, not the kernels'.
-	p, c = qwen3Program(t, "qwen3-tiny")
+	p, c = presetProgram(t, "qwen3-tiny")
 	if _, err := lowerRotary(p, c); err == nil || !strings.Contains(err.Error(), "head size 128") {
 		t.Fatalf("qwen3-tiny: got %v, want the head size named", err)
 	}
