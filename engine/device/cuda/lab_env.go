@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"os"
+	"strconv"
 	"strings"
 )
 
@@ -11,7 +12,8 @@ import (
 // machine (no Go there to rebuild):
 //   - ROSEINFER_CUDA_FORCE, a comma list: "nopdl" launches without
 //     programmatic dependent launch, "cublaslt" takes every projection to
-//     cuBLASLt (forcedPaths);
+//     cuBLASLt, "rowsblocks=N" has rotarySplits fill N decode-row attention
+//     blocks an SM (forcedPaths);
 //   - ROSEINFER_CUDA_KERNELS, a directory whose .cu and .cuh files replace
 //     the embedded kernels of the same name (a kernel variant without a
 //     rebuild; give each variant its own ROSEINFER_CUDA_CACHE).
@@ -23,6 +25,10 @@ func init() {
 				o.force.noPDL = true
 			case "cublaslt":
 				o.force.cuBLASLt = true
+			default:
+				if n, ok := strings.CutPrefix(strings.TrimSpace(f), "rowsblocks="); ok {
+					o.force.rowsBlocks, _ = strconv.Atoi(n)
+				}
 			}
 		}
 	})

@@ -161,10 +161,10 @@ func TestLowerRotary(t *testing.T) {
 		want string
 	}{
 		{"head size 64", func(p *arch.Program) { p.Layer = slices.Clone(p.Layer); p.Layer[2].HeadDim = 64 }, "head size 128"},
-		{"3 query heads a KV head", func(p *arch.Program) {
+		{"9 query heads a KV head", func(p *arch.Program) {
 			p.Layer = slices.Clone(p.Layer)
-			p.Layer[2].NumHeads, p.Layer[2].NumKVHeads = 12, 4
-		}, "1, 2, 4 or 8"},
+			p.Layer[2].NumHeads, p.Layer[2].NumKVHeads = 18, 2
+		}, "up to 8 query heads a KV head"},
 		{"untied LM head", func(p *arch.Program) { p.Head = slices.Clone(p.Head); p.Head[1].Weight = "lm_head.weight" }, "tied embeddings only"},
 		{"no q/k norms", func(p *arch.Program) { p.Layer = slices.Clone(p.Layer); p.Layer[2].QNorm = "" }, "q/k norms"},
 		{"a projection bias", func(p *arch.Program) { p.Layer = slices.Clone(p.Layer); p.Layer[1].Bias = "qkvb" }, "layer op 1"},

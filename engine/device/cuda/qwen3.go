@@ -65,7 +65,7 @@ type rotaryKernels struct {
 
 // rotaryKernelNames are qwen3.cu's, q3_gemv.cu's and sample_large.cu's kernels.
 var rotaryKernelNames = append([]string{"q3_embed", "q3_rmsnorm", "q3_qk_rope_kv", "q3_swiglu", "q3_attn_combine",
-	"q3_attn_rows_1", "q3_attn_rows_2", "q3_attn_rows_4", "q3_attn_rows_8", "q3_attn_prefill", "sample_rows_large"},
+	"q3_attn_rows", "q3_attn_prefill", "sample_rows_large"},
 	q3GemvKernelNames()...)
 
 // sampleLargeSmem is SAMPLE_DYNAMIC_SMEM in sample_large.cu.
@@ -87,7 +87,7 @@ func (d *Device) initRotary(w *model.Weights, lr loweredRotary) error {
 	}
 	for dst, name := range map[*kernel]string{
 		&q.k.embed: "q3_embed", &q.k.rmsnorm: "q3_rmsnorm", &q.k.rope: "q3_qk_rope_kv", &q.k.swiglu: "q3_swiglu",
-		&q.k.combine: "q3_attn_combine", &q.k.attnRows: attnGroupKernel("rows", q.NH/q.NKV),
+		&q.k.combine: "q3_attn_combine", &q.k.attnRows: "q3_attn_rows",
 		&q.k.attnPrefill: "q3_attn_prefill", &q.k.sample: "sample_rows_large",
 	} {
 		if err := get(dst, name); err != nil {
@@ -398,19 +398,23 @@ func (s *rotaryStep) attention(l int) {
 const rotaryPrefillRows = 64
 
 // rotarySplits is how many key slices each (row, KV head) of nDecode
-// one-token rows is split into: enough blocks for four a SM (the kernel's
-// residency), at most maxDecodeSplits. It depends on the row count only, so
-// a captured graph stays valid. (Splitting batch 128 in two for eight
-// blocks an SM, with the combine kernel after it, took 3.12-3.16 ms a step
-// at context 300 on the H200 against 2.89-2.93 unsplit.)
+// one-token rows is split into: enough blocks to fill every SM at
+// q3_attn_rows' residency (rotaryRowsBlocks), at most maxDecodeSplits. It
+// depends on the row count only, so a captured graph stays valid.
 func (d *Device) rotarySplits(nDecode int) int {
 	units := nDecode * d.q3.NKV
-	target := 4 * d.g.smCount
+	target := rotaryRowsBlocks * d.g.smCount
+	if n := d.opts.force.rowsBlocks; n > 0 {
+		target = n * d.g.smCount
+	}
 	if units >= target {
 		return 1
 	}
 	return min(maxDecodeSplits, ceilDiv(target, units))
 }
+
+// rotaryRowsBlocks is Q3_ROWS_BLOCKS in qwen3.cu: q3_attn_rows' blocks an SM.
+const rotaryRowsBlocks = 3
 
 func (s *rotaryStep) swiglu() {
 	if s.err != nil {

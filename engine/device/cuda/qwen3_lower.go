@@ -60,9 +60,9 @@ func lowerRotary(p arch.Program, c arch.Config) (loweredRotary, error) {
 				lr.eps = o.Eps
 			}
 			if o.Kind == arch.OpAttention {
-				if o.HeadDim != rotaryHeadDim || o.NumKVHeads < 1 || o.NumHeads%o.NumKVHeads != 0 || attnGroupKernel("rows", o.NumHeads/o.NumKVHeads) == "" {
-					return fmt.Errorf("cuda: attention with %d query heads over %d KV heads of %d is not implemented (head size %d; 1, 2, 4 or 8 query heads a KV head)",
-						o.NumHeads, o.NumKVHeads, o.HeadDim, rotaryHeadDim)
+				if o.HeadDim != rotaryHeadDim || o.NumKVHeads < 1 || o.NumHeads%o.NumKVHeads != 0 || o.NumHeads/o.NumKVHeads > rotaryMaxGroup {
+					return fmt.Errorf("cuda: attention with %d query heads over %d KV heads of %d is not implemented (head size %d; up to %d query heads a KV head)",
+						o.NumHeads, o.NumKVHeads, o.HeadDim, rotaryHeadDim, rotaryMaxGroup)
 				}
 				if o.QNorm == "" || o.KNorm == "" || !(o.RopeTheta > 0) {
 					return fmt.Errorf("cuda: attention without q/k norms or rotary positions is not implemented by the rotary block")
@@ -111,13 +111,6 @@ func lowerRotary(p arch.Program, c arch.Config) (loweredRotary, error) {
 	return lr, nil
 }
 
-// attnGroupKernel is the attention kernel of kind ("rows") for G query
-// heads a KV head, or "" where none is instantiated (qwen3.cu's
-// Q3_ATTN_KERNELS).
-func attnGroupKernel(kind string, G int) string {
-	switch G {
-	case 1, 2, 4, 8:
-		return fmt.Sprintf("q3_attn_%s_%d", kind, G)
-	}
-	return ""
-}
+// rotaryMaxGroup is the most query heads a KV head q3_attn_rows takes: the
+// columns of one MMA tile.
+const rotaryMaxGroup = 8

@@ -62,9 +62,9 @@ func TestRotaryLogitsVsCPU(t *testing.T) {
 			checkRotarySteps(t, d, w)
 		})
 	}
-	// The other instantiations of the attention kernels: 1 and 4 query
-	// heads a KV head (64 and 16 query rows a prefill tile).
-	for _, heads := range [][2]int{{2, 2}, {8, 2}} {
+	// Other group sizes than the preset's 2 query heads a KV head: 1, and 5
+	// (not a power of two, as Qwen3-14B's 40 over 8).
+	for _, heads := range [][2]int{{2, 2}, {10, 2}} {
 		c := rotaryConfig
 		c.NumHeads, c.NumKVHeads = heads[0], heads[1]
 		t.Run(fmt.Sprintf("heads=%d_kvheads=%d", heads[0], heads[1]), func(t *testing.T) {

@@ -161,187 +161,241 @@ extern "C" __global__ void q3_swiglu(bf16_t* out, const bf16_t* gu, int N, int I
     *reinterpret_cast<uint32_t*>(out + (size_t)i * I + c) = (uint32_t)f2bf(r[0]) | ((uint32_t)f2bf(r[1]) << 16);
 }
 
-// Decode-row attention: each one-token row of a step (a decode token, or
-// one token of a short chunk laid out as rows) attends over keys 0..pos of
-// its sequence, all of them in the paged cache (q3_qk_rope_kv wrote this
-// step's rows first). Row j of the launch is sequence entry dec_seqs[j],
-// whose row is q_start[entry]. Grid (rows, NKV, nsplit), 128 threads: a
-// block takes one row, one KV head and its G query heads, and one of
-// nsplit slices of the keys, in tiles of 64 keys:
-//   - scores: a group of 8 lanes reads one key (16 elements a lane, two
-//     16-byte loads, each the group's contiguous half of the key: a
-//     lane's two 16-byte neighbours read by one load wasted a third of the
-//     sectors), four groups a warp, 16 keys per pass, four passes;
-//     the tile's values are requested before the scores are summed;
-//   - softmax: warp g keeps head g's running maximum and sum (base-2
-//     exponentials of scores prescaled by log2(e)/sqrt(HD));
-//   - values: warp w sums keys w, w+4, ... of the tile, lane l elements
-//     4l..4l+3, so a warp reads one 256-byte value row per key.
-// The warps' partial outputs are summed in shared memory at the end. With
-// nsplit = 1 the row's output is written (att (rows, NH * 128) bf16); else
-// the unnormalised sums, maximum and sum go to part (j, NH, nsplit, 130)
-// for q3_attn_combine. (A warp per (row, KV head, slice) without block
-// synchronisation, attention_warp.cu's shape, took 2.99 ms a step against
-// this kernel's 2.47 at batch 128, context 300 on the H100.)
-#ifndef Q3_TILE
-#define Q3_TILE 64  // keys a tile: 16 a pass
-#endif
-#define Q3_PASSES (Q3_TILE / 16)
-#ifndef Q3_ROWS_BLOCKS
-#define Q3_ROWS_BLOCKS 4  // blocks an SM the register budget allows (G <= 2)
-#endif
-#define Q3_HD 128
+__device__ __forceinline__ void mma16816_bf16(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
 
-template <int G>
-__device__ __forceinline__ void q3_attn_rows(bf16_t* att, float* part, const bf16_t* qkv, const bf16_t* kc,
-                                             const bf16_t* vc, const int* pos, const int* dec_seqs,
-                                             const int* q_start, const int* block_tables, const int* bt_stride,
-                                             int NH, int NKV, int B, float scale_log2, int nsplit) {
+__device__ __forceinline__ uint32_t pack_bf2(float lo, float hi) {
+    return (uint32_t)f2bf(lo) | ((uint32_t)f2bf(hi) << 16);
+}
+
+// word w of a 16-byte load (w a compile-time constant once unrolled).
+__device__ __forceinline__ uint32_t u4_word(uint4 u, int w) { return w == 0 ? u.x : w == 1 ? u.y : w == 2 ? u.z : u.w; }
+
+// Decode-row attention on the tensor cores: each one-token row of a step (a
+// decode token, or one token of a short chunk laid out as rows) attends over
+// keys 0..pos of its sequence, all of them in the paged cache
+// (q3_qk_rope_kv wrote this step's rows first). Row j of the launch is
+// sequence entry dec_seqs[j], whose row is q_start[entry]. Grid (rows, NKV,
+// nsplit), 128 threads: a block takes one row, one KV head and its G <= 8
+// query heads, and one of nsplit slices of the keys; warp w takes the
+// slice's 16-key steps w, w + 4, ..., each with its own online softmax, and
+// the warps merge in shared memory at the end. A step is three rounds of
+// m16n8k16 MMAs (bf16 in, fp32 accumulate), without shared memory:
+//   - S = Q K^T: the G query heads are rows 0..G-1 of the 16-row operand
+//     (the rest zero), the step's keys two 8-column tiles. Lane (g, t)
+//     reads 16-byte pieces 4i + t (i = 0..3) of head g's query and of keys g
+//     and 8 + g, and uses each as the fragments of two k-steps: the dot
+//     product does not care in which order the dims are summed, only that
+//     query and key agree (gemv.cuh's trick).
+//   - softmax: lane (g, t) holds head g's scores of keys 2t, 2t + 1, 8 + 2t,
+//     9 + 2t, which is where P^T's B fragment wants them: P never moves.
+//     Base-2 exponentials of scores scaled by log2(e)/sqrt(HD).
+//   - O^T += V^T P^T: V^T is the 16-row operand, 16 dims an MMA, the
+//     step's keys its k. Lane (g, t) reads pieces g and 8 + g of its four
+//     keys 2t, 2t + 1, 8 + 2t, 9 + 2t and pairs the keys' elements with a
+//     byte permute. P goes in as bf16 hi and lo halves (two MMAs): the
+//     tensor cores are idle here, and P keeps about 16 bits.
+// Keys past a slice's last read the last key instead (a valid address and a
+// finite value, masked to P = 0), so the loads need no predicate. With
+// nsplit = 1 the row's output is written (att (rows, NH * 128) bf16); else
+// the unnormalised sums, maximum and sum go to part (j, NH, nsplit, 130) for
+// q3_attn_combine.
+//
+// On the H100 at batch 128, context 300 (ncu, one layer): 8.9M instructions
+// and 66.9 us at 2.37 TB/s (77% of ceiling.cu's read rate), against 24.8M
+// and 71.2 us for the CUDA-core kernel it replaced (four warps over 64-key
+// tiles, scores and softmax through shared memory). Two steps a load round
+// (Q3_STEPS 2: 194 registers, two blocks an SM), the L2::256B hint and
+// splitting batch 128 in two were each slower or no faster (docs/cuda.md).
+#define Q3_HD 128
+#define Q3_WARPS 4
+#ifndef Q3_STEPS
+#define Q3_STEPS 1  // 16-key steps a warp loads at once
+#endif
+#ifndef Q3_ROWS_BLOCKS
+#define Q3_ROWS_BLOCKS (Q3_STEPS == 1 ? 3 : 2)  // blocks an SM (158 registers); rotaryRowsBlocks is 3
+#endif
+#ifndef Q3_P_LO
+#define Q3_P_LO 1
+#endif
+#ifndef Q3_L2HINT
+#define Q3_L2HINT 0
+#endif
+
+// ld_kv loads 16 bytes of the cache, which no kernel writes while this one
+// runs. volatile keeps a step's 16 loads ahead of its MMAs (also volatile),
+// all in flight together, as mma.cuh's ld_stream: without it the compiler
+// sinks loads next to their use.
+__device__ __forceinline__ uint4 ld_kv(const bf16_t* p) {
+    uint4 v;
+#if Q3_L2HINT
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+#else
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+#endif
+    return v;
+}
+
+// q3_attn_step folds one 16-key step (keys kb ..) into a warp's running
+// maximum m, sum l and O^T (see q3_attn_rows), from its loaded keys kr and
+// values vr; keys at or past k1 are masked.
+__device__ __forceinline__ void q3_attn_step(float (&o)[8][4], float& m, float& l, const uint32_t (&qa)[16],
+                                             const uint4 (&kr)[2][4], const uint4 (&vr)[4][2], int kb, int k1, int G,
+                                             float scale_log2) {
+    const int lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+    float sc[2][4];
+#pragma unroll
+    for (int nt = 0; nt < 2; nt++) {
+        sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < 8; ks++) {
+            const uint32_t a[4] = {qa[2 * ks], 0u, qa[2 * ks + 1], 0u};
+            mma16816_bf16(sc[nt], a, u4_word(kr[nt][ks / 2], 2 * (ks % 2)), u4_word(kr[nt][ks / 2], 2 * (ks % 2) + 1));
+        }
+    }
+    float s[4] = {sc[0][0], sc[0][1], sc[1][0], sc[1][1]};  // keys 2t, 2t + 1, 8 + 2t, 9 + 2t
+    float mx = m;
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        s[e] = kb + 2 * t + (e & 1) + 8 * (e >> 1) < k1 ? s[e] * scale_log2 : NEG_INF;
+        mx = fmaxf(mx, s[e]);
+    }
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    // A warp's first step has a valid key, so mx is finite and m - mx is
+    // never -inf - -inf; a step wholly past k1 keeps m (corr 1, p 0).
+    const float corr = exp2f(m - mx);
+    m = mx;
+    float p[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) p[e] = exp2f(s[e] - mx);
+    l = l * corr + (p[0] + p[1]) + (p[2] + p[3]);
+    const bool head = g < G;
+    const uint32_t ph0 = head ? pack_bf2(p[0], p[1]) : 0u, ph1 = head ? pack_bf2(p[2], p[3]) : 0u;
+#if Q3_P_LO
+    const uint32_t pl0 = head ? pack_bf2(p[0] - __uint_as_float(ph0 << 16), p[1] - __uint_as_float(ph0 & 0xffff0000u)) : 0u;
+    const uint32_t pl1 = head ? pack_bf2(p[2] - __uint_as_float(ph1 << 16), p[3] - __uint_as_float(ph1 & 0xffff0000u)) : 0u;
+#endif
+    // O^T's columns are heads 2t and 2t + 1, whose corrections lanes 8t and
+    // 8t + 4 computed.
+    const float ca = __shfl_sync(0xffffffffu, corr, 8 * t), cb = __shfl_sync(0xffffffffu, corr, 8 * t + 4);
+#pragma unroll
+    for (int c = 0; c < 2; c++) {
+#pragma unroll
+        for (int w = 0; w < 4; w++) {
+            float* acc = o[4 * c + w];
+            acc[0] *= ca, acc[1] *= cb, acc[2] *= ca, acc[3] *= cb;
+            const uint32_t x0 = u4_word(vr[0][c], w), x1 = u4_word(vr[1][c], w);
+            const uint32_t x2 = u4_word(vr[2][c], w), x3 = u4_word(vr[3][c], w);
+            // Rows g and g + 8 of tile 4c + w are dims 64c + 8g + 2w and + 1:
+            // the low and high halves of the keys' words.
+            const uint32_t a[4] = {__byte_perm(x0, x1, 0x5410), __byte_perm(x0, x1, 0x7632), __byte_perm(x2, x3, 0x5410),
+                                   __byte_perm(x2, x3, 0x7632)};
+            mma16816_bf16(acc, a, ph0, ph1);
+#if Q3_P_LO
+            mma16816_bf16(acc, a, pl0, pl1);
+#endif
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(128, Q3_ROWS_BLOCKS) q3_attn_rows(
+    bf16_t* att, float* part, const bf16_t* qkv, const bf16_t* kc, const bf16_t* vc, const int* pos,
+    const int* dec_seqs, const int* q_start, const int* block_tables, const int* bt_stride, int NH, int NKV, int B,
+    float scale_log2, int nsplit) {
     grid_dep_launch();
-    constexpr bool PREFETCH = G <= 4;  // the value registers fit beside the scores' (G = 8 would spill)
-    __shared__ float s[G][Q3_TILE];
-    __shared__ float corr_s[G];
-    __shared__ float red[4][G][Q3_HD];
+    __shared__ float o_s[Q3_WARPS][8][Q3_HD];
+    __shared__ float ml_s[Q3_WARPS][8][2];
     const int j = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+    const int G = NH / NKV;
     const int entry = dec_seqs[j];
     const int row = q_start[entry];
     const int ctx = pos[row] + 1;
-    const int chunk = (ctx + nsplit - 1) / nsplit;
+    const int chunk = ((ctx + nsplit - 1) / nsplit + 15) & ~15;  // whole steps a slice
     const int k0 = split * chunk, k1 = min(ctx, k0 + chunk);
     const int* bt = block_tables + (size_t)entry * bt_stride[0];
     const int width = (NH + 2 * NKV) * Q3_HD;
     grid_dep_wait();
-    // This lane's 16 query elements of each head, prescaled: elements
-    // 8 sub .. +7 and 64 + 8 sub .. +7, the ones of the keys it reads (each
-    // of a key's two loads by its 8 lanes is one contiguous 128 bytes).
-    const int sub = lane % 8;
-    float q[G][16];
+    uint32_t qa[16];  // qa[4i + w]: word w of piece 4i + t of head g's query
+    {
+        const bf16_t* qp = qkv + (size_t)row * width + (size_t)(kvh * G + g) * Q3_HD + 8 * t;
 #pragma unroll
-    for (int g = 0; g < G; g++) {
-        const bf16_t* qp = qkv + (size_t)row * width + (size_t)(kvh * G + g) * Q3_HD + 8 * sub;
-        unpack_bf8(*reinterpret_cast<const uint4*>(qp), q[g]);
-        unpack_bf8(*reinterpret_cast<const uint4*>(qp + 64), q[g] + 8);
-#pragma unroll
-        for (int e = 0; e < 16; e++) q[g][e] *= scale_log2;
+        for (int i = 0; i < 4; i++) {
+            const uint4 u = g < G ? *reinterpret_cast<const uint4*>(qp + 32 * i) : make_uint4(0u, 0u, 0u, 0u);
+            qa[4 * i] = u.x, qa[4 * i + 1] = u.y, qa[4 * i + 2] = u.z, qa[4 * i + 3] = u.w;
+        }
     }
-    // Warp w keeps the running maximum and sum of heads w, w + 4, ...
-    float m[(G + 3) / 4], l[(G + 3) / 4];
+    float m = NEG_INF, l = 0.f;  // head g's running maximum (the quad's) and this lane's part of the sum
+    float o[8][4];               // O^T: dims of tile mt (rows g, g + 8) x heads 2t, 2t + 1
 #pragma unroll
-    for (int i = 0; i < (G + 3) / 4; i++) m[i] = NEG_INF, l[i] = 0.f;
-    float acc[G][4];
+    for (int mt = 0; mt < 8; mt++) o[mt][0] = o[mt][1] = o[mt][2] = o[mt][3] = 0.f;
+    for (int kb = k0 + 16 * Q3_STEPS * warp; kb < k1; kb += 16 * Q3_STEPS * Q3_WARPS) {
+        uint4 kr[Q3_STEPS][2][4], vr[Q3_STEPS][4][2];
 #pragma unroll
-    for (int g = 0; g < G; g++) acc[g][0] = acc[g][1] = acc[g][2] = acc[g][3] = 0.f;
-    for (int t0 = k0; t0 < k1; t0 += Q3_TILE) {
-        const int nk = min(Q3_TILE, k1 - t0);
-        uint4 kr[Q3_PASSES][2];
+        for (int st = 0; st < Q3_STEPS; st++) {
+            // Keys past the last read the last one instead (a valid address
+            // and a finite value, masked to P = 0).
 #pragma unroll
-        for (int pass = 0; pass < Q3_PASSES; pass++) {
-            const int key = t0 + pass * 16 + warp * 4 + lane / 8;
-            if (key < k1) {
-                const bf16_t* kp = kc + kv_offset(bt[kv_block(key, B)], kvh, kv_slot(key, B), NKV, B, Q3_HD) + 8 * sub;
-                kr[pass][0] = *reinterpret_cast<const uint4*>(kp);
-                kr[pass][1] = *reinterpret_cast<const uint4*>(kp + 64);
-            } else {
-                kr[pass][0] = kr[pass][1] = make_uint4(0u, 0u, 0u, 0u);
+            for (int nt = 0; nt < 2; nt++) {
+                const int key = min(kb + 16 * st + 8 * nt + g, k1 - 1);
+                const bf16_t* kp = kc + kv_offset(bt[kv_block(key, B)], kvh, kv_slot(key, B), NKV, B, Q3_HD) + 8 * t;
+#pragma unroll
+                for (int i = 0; i < 4; i++) kr[st][nt][i] = ld_kv(kp + 32 * i);
             }
-        }
-        uint2 vr[PREFETCH ? Q3_TILE / 4 : 1];
-        if (PREFETCH) {
 #pragma unroll
-            for (int i = 0; i < Q3_TILE / 4; i++) {
-                const int kk = warp + 4 * i;
-                vr[i] = kk < nk ? *reinterpret_cast<const uint2*>(vc + kv_offset(bt[kv_block(t0 + kk, B)], kvh, kv_slot(t0 + kk, B), NKV, B, Q3_HD) + 4 * lane)
-                                : make_uint2(0u, 0u);
+            for (int v = 0; v < 4; v++) {
+                const int key = min(kb + 16 * st + 2 * t + (v & 1) + 8 * (v >> 1), k1 - 1);
+                const bf16_t* vp = vc + kv_offset(bt[kv_block(key, B)], kvh, kv_slot(key, B), NKV, B, Q3_HD) + 8 * g;
+                vr[st][v][0] = ld_kv(vp);
+                vr[st][v][1] = ld_kv(vp + 64);
             }
         }
 #pragma unroll
-        for (int pass = 0; pass < Q3_PASSES; pass++) {
-            const int kk = pass * 16 + warp * 4 + lane / 8;
-            float kf[16];
-            unpack_bf8(kr[pass][0], kf);
-            unpack_bf8(kr[pass][1], kf + 8);
-            float dot[G];
-#pragma unroll
-            for (int g = 0; g < G; g++) {
-                dot[g] = 0.f;
-#pragma unroll
-                for (int e = 0; e < 16; e++) dot[g] += q[g][e] * kf[e];
-            }
-#pragma unroll
-            for (int g = 0; g < G; g++) {
-                float d = dot[g];
-                d += __shfl_xor_sync(0xffffffffu, d, 4);
-                d += __shfl_xor_sync(0xffffffffu, d, 2);
-                d += __shfl_xor_sync(0xffffffffu, d, 1);
-                if (sub == 0) s[g][kk] = t0 + kk < k1 ? d : NEG_INF;
-            }
-        }
-        __syncthreads();
-#pragma unroll
-        for (int i = 0; i < (G + 3) / 4; i++) {
-            const int g = warp + 4 * i;
-            if (g >= G) break;
-            float x[Q3_TILE / 32], mt = NEG_INF;
-#pragma unroll
-            for (int u = 0; u < Q3_TILE / 32; u++) x[u] = s[g][lane + 32 * u], mt = fmaxf(mt, x[u]);
-            const float mx = fmaxf(m[i], warp_max(mt));
-            const float c = mx == NEG_INF ? 1.f : exp2f(m[i] - mx);
-            float ps = 0.f;
-#pragma unroll
-            for (int u = 0; u < Q3_TILE / 32; u++) {
-                x[u] = mx == NEG_INF ? 0.f : exp2f(x[u] - mx);
-                ps += x[u];
-                s[g][lane + 32 * u] = x[u];
-            }
-            l[i] = l[i] * c + warp_sum(ps);
-            m[i] = mx;
-            if (lane == 0) corr_s[g] = c;
-        }
-        __syncthreads();
-#pragma unroll
-        for (int g = 0; g < G; g++) {
-            const float c = corr_s[g];
-#pragma unroll
-            for (int e = 0; e < 4; e++) acc[g][e] *= c;
-        }
-#pragma unroll
-        for (int i = 0; i < Q3_TILE / 4; i++) {
-            const int kk = warp + 4 * i;
-            if (kk >= nk) break;
-            const uint2 raw = PREFETCH ? vr[PREFETCH ? i : 0]
-                                       : *reinterpret_cast<const uint2*>(vc + kv_offset(bt[kv_block(t0 + kk, B)], kvh, kv_slot(t0 + kk, B), NKV, B, Q3_HD) + 4 * lane);
-            const float v0 = __uint_as_float(raw.x << 16), v1 = __uint_as_float(raw.x & 0xffff0000u);
-            const float v2 = __uint_as_float(raw.y << 16), v3 = __uint_as_float(raw.y & 0xffff0000u);
-#pragma unroll
-            for (int g = 0; g < G; g++) {
-                const float p = s[g][kk];
-                acc[g][0] += p * v0, acc[g][1] += p * v1, acc[g][2] += p * v2, acc[g][3] += p * v3;
-            }
-        }
-        __syncthreads();  // s is rewritten by the next tile
+        for (int st = 0; st < Q3_STEPS; st++) q3_attn_step(o, m, l, qa, kr[st], vr[st], kb + 16 * st, k1, G, scale_log2);
     }
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    if (t == 0 && g < G) ml_s[warp][g][0] = m, ml_s[warp][g][1] = l;
 #pragma unroll
-    for (int g = 0; g < G; g++)
+    for (int e = 0; e < 2; e++) {
+        const int h = 2 * t + e;
+        if (h >= G) continue;
 #pragma unroll
-        for (int e = 0; e < 4; e++) red[warp][g][4 * lane + e] = acc[g][e];
-    __shared__ float ml[G][2];
-#pragma unroll
-    for (int i = 0; i < (G + 3) / 4; i++)
-        if (warp + 4 * i < G && lane == 0) ml[warp + 4 * i][0] = m[i], ml[warp + 4 * i][1] = l[i];
+        for (int mt = 0; mt < 8; mt++) {
+            const int d = 64 * (mt / 4) + 8 * g + 2 * (mt % 4);
+            o_s[warp][h][d] = o[mt][e];
+            o_s[warp][h][d + 1] = o[mt][2 + e];
+        }
+    }
     __syncthreads();
     const int d = threadIdx.x;  // 128 threads, one element each
+    for (int h = 0; h < G; h++) {
+        float M = NEG_INF;
 #pragma unroll
-    for (int g = 0; g < G; g++) {
-        const float sum = red[0][g][d] + red[1][g][d] + red[2][g][d] + red[3][g][d];
-        const int h = kvh * G + g;
+        for (int w = 0; w < Q3_WARPS; w++) M = fmaxf(M, ml_s[w][h][0]);
+        float num = 0.f, den = 0.f;
+#pragma unroll
+        for (int w = 0; w < Q3_WARPS; w++) {
+            const float mw = ml_s[w][h][0];
+            if (mw == NEG_INF) continue;  // a warp without keys
+            const float f = exp2f(mw - M);
+            num += f * o_s[w][h][d];
+            den += f * ml_s[w][h][1];
+        }
+        const int hq = kvh * G + h;
         if (nsplit == 1) {
-            const float lg = ml[g][1];
-            att[(size_t)row * NH * Q3_HD + (size_t)h * Q3_HD + d] = f2bf(lg > 0.f ? sum / lg : 0.f);
+            att[(size_t)row * NH * Q3_HD + (size_t)hq * Q3_HD + d] = f2bf(den > 0.f ? num / den : 0.f);
         } else {
-            float* pp = part + (((size_t)j * NH + h) * nsplit + split) * (Q3_HD + 2);
-            pp[d] = sum;
-            if (d == 0) pp[Q3_HD] = ml[g][0], pp[Q3_HD + 1] = ml[g][1];
+            float* pp = part + (((size_t)j * NH + hq) * nsplit + split) * (Q3_HD + 2);
+            pp[d] = num;
+            if (d == 0) pp[Q3_HD] = M, pp[Q3_HD + 1] = den;
         }
     }
 }
@@ -383,17 +437,6 @@ extern "C" __global__ void q3_attn_combine(bf16_t* att, const float* part, const
 #define PF_BC 64
 #define PF_KPAD 136  // key row stride in bf16 (272 B): fragment loads avoid bank conflicts
 #define PF_VPAD 72   // transposed value row stride (144 B)
-
-__device__ __forceinline__ void mma16816_bf16(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t pack_bf2(float lo, float hi) {
-    return (uint32_t)f2bf(lo) | ((uint32_t)f2bf(hi) << 16);
-}
 
 extern "C" __global__ void __launch_bounds__(128) q3_attn_prefill(
     bf16_t* out, const bf16_t* qkv, const bf16_t* kc, const bf16_t* vc, const int* q_start, const int* q_len,
@@ -532,15 +575,3 @@ extern "C" __global__ void __launch_bounds__(128) q3_attn_prefill(
     }
 }
 
-#define Q3_ATTN_KERNELS(G)                                                                                            \
-    extern "C" __global__ void __launch_bounds__(128, G <= 2 ? Q3_ROWS_BLOCKS : 1) q3_attn_rows_##G(                  \
-        bf16_t* att, float* part, const bf16_t* qkv, const bf16_t* kc, const bf16_t* vc, const int* pos,             \
-        const int* dec_seqs, const int* q_start, const int* block_tables, const int* bt_stride, int NH, int NKV,     \
-        int B, float scale_log2, int nsplit) {                                                                        \
-        q3_attn_rows<G>(att, part, qkv, kc, vc, pos, dec_seqs, q_start, block_tables, bt_stride, NH, NKV, B,          \
-                        scale_log2, nsplit);                                                                          \
-    }
-Q3_ATTN_KERNELS(1)
-Q3_ATTN_KERNELS(2)
-Q3_ATTN_KERNELS(4)
-Q3_ATTN_KERNELS(8)
