@@ -40,6 +40,7 @@ type options struct {
 	gpuSpans              bool // overlapped decode: also the steps' GPU time (span events)
 	ncuBatches            string
 	gemmChain             string
+	prefillSizes          string
 	sampling              string
 	variants              map[string]bool     // decode variants to time (nil: all)
 	profileHook           func(on bool) error // decodeStep: around the timed steps (ncu)
@@ -63,6 +64,7 @@ func main() {
 	flag.StringVar(&o.ncuBatches, "ncu-batches", "", "only run one profiled decode step per batch size (for ncu --profile-from-start off)")
 	flag.StringVar(&o.sampling, "sampling", "T0.7/p0.9/k50", "sampling of every step: T0.7/p0.9/k50 or greedy")
 	flag.StringVar(&o.gemmChain, "gemm-chain", "", "only run the projection diagnostics at these row counts (e.g. 64,128)")
+	flag.StringVar(&o.prefillSizes, "prefill-sizes", "", "only time one whole-prompt prefill of each of these lengths, in order, on the fresh device (first-time costs)")
 	variants := flag.String("variants", "", "semicolon-separated decode variants to time: graph, no graph (default all)")
 	flag.Parse()
 	if *variants != "" {
@@ -163,6 +165,13 @@ func run(o options) error {
 			return err
 		}
 		return gemmChain(d, nr)
+	}
+	if o.prefillSizes != "" {
+		sizes, err := parseBatches(o.prefillSizes)
+		if err != nil {
+			return err
+		}
+		return prefillSizes(d, r, params, alloc, sizes)
 	}
 	defer printTable(d)
 	ceil, err := d.MeasureCeilings()
@@ -293,6 +302,23 @@ func ncuSteps(d *cuda.Device, r *rand.Rand, o options, p sample.Params, alloc fu
 			}
 			fmt.Printf("ncu: profiled one decode step, batch %d, ctx %d (%s kernels)\n", b, o.ctx, v.name)
 		}
+	}
+	return nil
+}
+
+// prefillSizes times one step per length: a new sequence's whole prompt,
+// sampled, on the device as prewarm left it, so that whatever a length
+// meets for the first time shows against a repeat of it.
+func prefillSizes(d *cuda.Device, r *rand.Rand, p sample.Params, alloc func(int) []int32, sizes []int) error {
+	var out []device.Sampled
+	for i, n := range sizes {
+		s := device.Seq{SeqID: uint64(1<<40 + i), Tokens: randTokens(r, n), BlockTable: alloc(n), Sample: true, Params: p, BannedToken: -1}
+		t := time.Now()
+		var err error
+		if out, err = d.Forward(&device.Batch{Seqs: []device.Seq{s}}, out); err != nil {
+			return fmt.Errorf("prefill of %d tokens: %w", n, err)
+		}
+		fmt.Printf("prefill %d tokens: %.2f ms\n", n, float64(time.Since(t).Microseconds())/1000)
 	}
 	return nil
 }
