@@ -56,7 +56,7 @@ type forcedPaths struct {
 	gemvLMHead    bool // the small-step LM head through gemv.cu, the sampler scanning whole rows (no lmhead.cu)
 	noPair        bool // the folded attproj and fc as two gemm_wg.cu grids (no gemm_wg_pair)
 	noPDL         bool // launches without programmatic dependent launch
-	rowsBlocks    int  // q3_attn_rows' blocks an SM that rotarySplits fills (0: rotaryRowsBlocks)
+	rowsBlocks    int  // q3_attn_rows' blocks an SM that rotarySplits fills (0: its residency)
 }
 
 // DefaultOptions are used for every zero field of Options.

@@ -87,24 +87,8 @@ func runQ3AttnRows(t *testing.T, g *gpu, r *rand.Rand, G, B, nsplit int, ctxs []
 		}
 		return out
 	}
-	att := devBuf(t, g, 2*rows*NH*HD)
-	part := devBuf(t, g, 4*rows*NH*nsplit*(HD+2))
-	seqsDev := upload(t, g, seqs)
-	scaleLog2 := float32(math.Log2E / math.Sqrt(HD))
-	if err := g.launch(g.kernel("q3_attn_rows"), rows, NKV, nsplit, 128, 0, argPtr(att), argPtr(part),
-		argPtr(upload(t, g, toBF(qkv))), argPtr(upload(t, g, toBF(kc))), argPtr(upload(t, g, toBF(vc))), argPtr(upload(t, g, pos)),
-		argPtr(seqsDev), argPtr(seqsDev), argPtr(upload(t, g, bt)), argPtr(upload(t, g, []int32{int32(maxBlocks)})),
-		argInt(NH), argInt(NKV), argInt(B), argF32(scaleLog2), argInt(nsplit)); err != nil {
-		t.Fatal(err)
-	}
-	if nsplit > 1 {
-		if err := g.launch(g.kernel("q3_attn_combine"), rows, NH, 1, HD, 0, argPtr(att), argPtr(part), argPtr(seqsDev),
-			argPtr(seqsDev), argInt(NH), argInt(nsplit)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	raw := download[uint16](t, g, att, rows*NH*HD)
-	worst := 0.0
+	// The float64 reference first: out[(s*NH+h)*HD+d].
+	want := make([]float64, rows*NH*HD)
 	for s, c := range ctxs {
 		for h := range NH {
 			kvh := h / G
@@ -126,17 +110,43 @@ func runQ3AttnRows(t *testing.T, g *gpu, r *rand.Rand, G, B, nsplit int, ctxs []
 				sum += sc[j]
 			}
 			for d := range HD {
-				want := 0.0
+				acc := 0.0
 				for j := range c {
-					want += sc[j] * float64(vc[at(s, j, kvh)+d])
+					acc += sc[j] * float64(vc[at(s, j, kvh)+d])
 				}
-				want /= sum
-				got := float64(bf16ToF32(raw[(s*NH+h)*HD+d]))
-				err := math.Abs(got - want)
+				want[(s*NH+h)*HD+d] = acc / sum
+			}
+		}
+	}
+	seqsDev := upload(t, g, seqs)
+	dQKV, dK, dV := upload(t, g, toBF(qkv)), upload(t, g, toBF(kc)), upload(t, g, toBF(vc))
+	dPos, dBT, dStride := upload(t, g, pos), upload(t, g, bt), upload(t, g, []int32{int32(maxBlocks)})
+	scaleLog2 := float32(math.Log2E / math.Sqrt(HD))
+	att := devBuf(t, g, 2*rows*NH*HD)
+	part := devBuf(t, g, 4*rows*NH*nsplit*(HD+2))
+	if err := g.launch(g.kernel("q3_attn_rows"), rows, NKV, nsplit, 128, 0, argPtr(att), argPtr(part), argPtr(dQKV), argPtr(dK),
+		argPtr(dV), argPtr(dPos), argPtr(seqsDev), argPtr(seqsDev), argPtr(dBT), argPtr(dStride), argInt(NH), argInt(NKV), argInt(B),
+		argF32(scaleLog2), argInt(nsplit)); err != nil {
+		t.Fatal(err)
+	}
+	if nsplit > 1 {
+		if err := g.launch(g.kernel("q3_attn_combine"), rows, NH, 1, HD, 0, argPtr(att), argPtr(part), argPtr(seqsDev),
+			argPtr(seqsDev), argInt(NH), argInt(nsplit)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw := download[uint16](t, g, att, rows*NH*HD)
+	worst := 0.0
+	for s, c := range ctxs {
+		for h := range NH {
+			for d := range HD {
+				i := (s*NH+h)*HD + d
+				got := float64(bf16ToF32(raw[i]))
+				err := math.Abs(got - want[i])
 				worst = math.Max(worst, err)
 				// bf16 output (2^-9 relative) plus the MMAs' bf16 P (hi and lo)
-				if !(err <= 2e-3+4e-3*math.Abs(want)) {
-					t.Fatalf("context %d head %d dim %d: got %.5f, want %.5f", c, h, d, got, want)
+				if !(err <= 2e-3+4e-3*math.Abs(want[i])) {
+					t.Fatalf("context %d head %d dim %d: got %.5f, want %.5f", c, h, d, got, want[i])
 				}
 			}
 		}

@@ -209,8 +209,10 @@ __device__ __forceinline__ uint32_t u4_word(uint4 u, int w) { return w == 0 ? u.
 // and 66.9 us at 2.37 TB/s (77% of ceiling.cu's read rate), against 24.8M
 // and 71.2 us for the CUDA-core kernel it replaced (four warps over 64-key
 // tiles, scores and softmax through shared memory). Two steps a load round
-// (Q3_STEPS 2: 194 registers, two blocks an SM), the L2::256B hint and
-// splitting batch 128 in two were each slower or no faster (docs/cuda.md).
+// (Q3_STEPS 2: 194 registers, two blocks an SM), the L2::256B hint,
+// splitting batch 128 in two, and each warp's steps through a cp.async ring
+// in shared memory (2-4 stages) were each slower or no faster
+// (docs/cuda.md).
 #define Q3_HD 128
 #define Q3_WARPS 4
 #ifndef Q3_STEPS
@@ -305,6 +307,54 @@ __device__ __forceinline__ void q3_attn_step(float (&o)[8][4], float& m, float& 
     }
 }
 
+// q3_attn_merge sums the four warps' partial outputs of a block (o, m, l:
+// q3_attn_step's) through shared memory o_s (4, 8, 128) and ml_s (4, 8, 2)
+// floats, and writes the row's output for its G heads (nsplit = 1) or the
+// slice's unnormalised sums, maximum and sum for q3_attn_combine.
+__device__ __forceinline__ void q3_attn_merge(float* o_s, float* ml_s, const float (&o)[8][4], float m, float l,
+                                              bf16_t* att, float* part, int row, int j, int kvh, int split, int NH,
+                                              int G, int nsplit) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    if (t == 0 && g < G) ml_s[(warp * 8 + g) * 2] = m, ml_s[(warp * 8 + g) * 2 + 1] = l;
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+        const int h = 2 * t + e;
+        if (h >= G) continue;
+#pragma unroll
+        for (int mt = 0; mt < 8; mt++) {
+            const int d = 64 * (mt / 4) + 8 * g + 2 * (mt % 4);
+            o_s[(warp * 8 + h) * Q3_HD + d] = o[mt][e];
+            o_s[(warp * 8 + h) * Q3_HD + d + 1] = o[mt][2 + e];
+        }
+    }
+    __syncthreads();
+    const int d = threadIdx.x;  // 128 threads, one element each
+    for (int h = 0; h < G; h++) {
+        float M = NEG_INF;
+#pragma unroll
+        for (int w = 0; w < Q3_WARPS; w++) M = fmaxf(M, ml_s[(w * 8 + h) * 2]);
+        float num = 0.f, den = 0.f;
+#pragma unroll
+        for (int w = 0; w < Q3_WARPS; w++) {
+            const float mw = ml_s[(w * 8 + h) * 2];
+            if (mw == NEG_INF) continue;  // a warp without keys
+            const float f = exp2f(mw - M);
+            num += f * o_s[(w * 8 + h) * Q3_HD + d];
+            den += f * ml_s[(w * 8 + h) * 2 + 1];
+        }
+        const int hq = kvh * G + h;
+        if (nsplit == 1) {
+            att[(size_t)row * NH * Q3_HD + (size_t)hq * Q3_HD + d] = f2bf(den > 0.f ? num / den : 0.f);
+        } else {
+            float* pp = part + (((size_t)j * NH + hq) * nsplit + split) * (Q3_HD + 2);
+            pp[d] = num;
+            if (d == 0) pp[Q3_HD] = M, pp[Q3_HD + 1] = den;
+        }
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(128, Q3_ROWS_BLOCKS) q3_attn_rows(
     bf16_t* att, float* part, const bf16_t* qkv, const bf16_t* kc, const bf16_t* vc, const int* pos,
     const int* dec_seqs, const int* q_start, const int* block_tables, const int* bt_stride, int NH, int NKV, int B,
@@ -360,44 +410,7 @@ extern "C" __global__ void __launch_bounds__(128, Q3_ROWS_BLOCKS) q3_attn_rows(
 #pragma unroll
         for (int st = 0; st < Q3_STEPS; st++) q3_attn_step(o, m, l, qa, kr[st], vr[st], kb + 16 * st, k1, G, scale_log2);
     }
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    if (t == 0 && g < G) ml_s[warp][g][0] = m, ml_s[warp][g][1] = l;
-#pragma unroll
-    for (int e = 0; e < 2; e++) {
-        const int h = 2 * t + e;
-        if (h >= G) continue;
-#pragma unroll
-        for (int mt = 0; mt < 8; mt++) {
-            const int d = 64 * (mt / 4) + 8 * g + 2 * (mt % 4);
-            o_s[warp][h][d] = o[mt][e];
-            o_s[warp][h][d + 1] = o[mt][2 + e];
-        }
-    }
-    __syncthreads();
-    const int d = threadIdx.x;  // 128 threads, one element each
-    for (int h = 0; h < G; h++) {
-        float M = NEG_INF;
-#pragma unroll
-        for (int w = 0; w < Q3_WARPS; w++) M = fmaxf(M, ml_s[w][h][0]);
-        float num = 0.f, den = 0.f;
-#pragma unroll
-        for (int w = 0; w < Q3_WARPS; w++) {
-            const float mw = ml_s[w][h][0];
-            if (mw == NEG_INF) continue;  // a warp without keys
-            const float f = exp2f(mw - M);
-            num += f * o_s[w][h][d];
-            den += f * ml_s[w][h][1];
-        }
-        const int hq = kvh * G + h;
-        if (nsplit == 1) {
-            att[(size_t)row * NH * Q3_HD + (size_t)hq * Q3_HD + d] = f2bf(den > 0.f ? num / den : 0.f);
-        } else {
-            float* pp = part + (((size_t)j * NH + hq) * nsplit + split) * (Q3_HD + 2);
-            pp[d] = num;
-            if (d == 0) pp[Q3_HD] = M, pp[Q3_HD + 1] = den;
-        }
-    }
+    q3_attn_merge(&o_s[0][0][0], &ml_s[0][0][0], o, m, l, att, part, row, j, kvh, split, NH, G, nsplit);
 }
 
 // q3_attn_combine merges a decode row's key slices: grid (rows, NH), 128
