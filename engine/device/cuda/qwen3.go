@@ -107,6 +107,9 @@ func (d *Device) initRotary(w *model.Weights, lr loweredRotary) error {
 	if err := g.setMaxDynamicSmem(q.k.sample, sampleLargeSmem); err != nil {
 		return err
 	}
+	if err := g.setMaxDynamicSmem(q.k.attnPrefill, rotaryPrefillSmem); err != nil {
+		return err
+	}
 	if b := d.kv.BlockSizeTokens; b&(b-1) != 0 {
 		// Its attention shifts and masks positions by it (kv_block, kv_slot).
 		return fmt.Errorf("cuda: the rotary block needs a power-of-two KV block size (--block-size 16, 32, ...), got %d", b)
@@ -386,7 +389,7 @@ func (s *rotaryStep) attention(l int) {
 		}
 	}
 	if err == nil && lay.nTiles > 0 {
-		err = d.g.launch(q.k.attnPrefill, lay.nTiles, q.NH, 1, 128, 0,
+		err = d.g.launch(q.k.attnPrefill, lay.nTiles, q.NH, 1, 128, rotaryPrefillSmem,
 			argPtr(q.act.att), argPtr(q.act.qkv), argPtr(kc), argPtr(vc), argPtr(p.in(lay.qStart)), argPtr(p.in(lay.qLen)),
 			argPtr(p.in(lay.ctx)), argPtr(p.in(lay.tileSeq)), argPtr(p.in(lay.tileQ0)), argPtr(p.in(lay.blockTables)),
 			argPtr(p.in(lay.btStride)), argInt(q.NH), argInt(q.NKV), argInt(d.kv.BlockSizeTokens), argF32(scale))
@@ -396,6 +399,10 @@ func (s *rotaryStep) attention(l int) {
 
 // rotaryPrefillRows is the query rows of a q3_attn_prefill tile (PF_BR).
 const rotaryPrefillRows = 64
+
+// rotaryPrefillSmem is q3_attn_prefill's dynamic shared memory (PF_SMEM):
+// two stages of 64 keys and values, rows of 136 bf16.
+const rotaryPrefillSmem = 2 * 2 * 64 * 136 * 2
 
 // rotarySplits is how many key slices each (row, KV head) of nDecode
 // one-token rows is split into: enough blocks to fill every SM at

@@ -436,28 +436,48 @@ extern "C" __global__ void q3_attn_combine(bf16_t* att, const float* part, const
 }
 
 // Prefill attention on the tensor cores, FlashAttention-2 style (the
-// contract and structure of attention_mma.cu, for bf16 and head size 128
-// with grouped-query heads): a block takes 64 query rows of one prompt
-// chunk (tile t: rows q0 = tile_q0[t] .. of entry e = tile_seq[t], rows
+// contract of attention_mma.cu, for bf16 and head size 128 with
+// grouped-query heads): a block takes 64 query rows of one prompt chunk
+// (tile t: rows q0 = tile_q0[t] .. of entry e = tile_seq[t], rows
 // q_start[e] + q0 + i at positions ctx[e] + q0 + i) and one query head,
 // whose KV head is h / (NH / NKV); 4 warps of 16 rows. For each tile of 64
 // keys from the paged cache, S = Q K^T and O += P V run as mma.sync
 // m16n8k16 (bf16 in, fp32 accumulate) with the online softmax in
-// registers; P never leaves them. Q passes through the key buffer on its
-// way to the registers, and V is stored transposed so both B operands are
-// 32-bit loads.
+// registers; P never leaves them. Keys and values are copied by cp.async
+// into two stages of shared memory, the next tile in flight while this one
+// is computed, both row-major: ldmatrix gives K's fragments and
+// ldmatrix.trans V's. Q passes through the second stage's key buffer on its
+// way to the registers. Dynamic shared memory: PF_SMEM bytes.
 #define PF_BR 64
 #define PF_BC 64
-#define PF_KPAD 136  // key row stride in bf16 (272 B): fragment loads avoid bank conflicts
-#define PF_VPAD 72   // transposed value row stride (144 B)
+#define PF_PAD 136  // row stride in bf16 (272 B): ldmatrix's eight rows hit eight bank groups
+#define PF_TILE (PF_BC * PF_PAD)
+#define PF_SMEM (2 * 2 * PF_TILE * 2)  // two stages of keys and values
+
+__device__ __forceinline__ void cp_async16_zfill(void* smem, const void* gmem, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((uint32_t)__cvta_generic_to_shared(smem)), "l"(gmem),
+                 "r"(valid ? 16 : 0)
+                 : "memory");
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"((uint32_t)__cvta_generic_to_shared(p)));
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"((uint32_t)__cvta_generic_to_shared(p)));
+}
 
 extern "C" __global__ void __launch_bounds__(128) q3_attn_prefill(
     bf16_t* out, const bf16_t* qkv, const bf16_t* kc, const bf16_t* vc, const int* q_start, const int* q_len,
     const int* ctx_len, const int* tile_seq, const int* tile_q0, const int* block_tables, const int* bt_stride, int NH,
     int NKV, int B, float scale) {
     grid_dep_launch();
-    __shared__ __align__(16) bf16_t Ks[PF_BC][PF_KPAD];
-    __shared__ __align__(16) bf16_t Vt[Q3_HD][PF_VPAD];  // [hd][key]
+    extern __shared__ __align__(16) bf16_t pf_sm[];  // [stage][K, V][key][PF_PAD]
     const int s = tile_seq[blockIdx.x], q0 = tile_q0[blockIdx.x], h = blockIdx.y;
     const int kvh = h / (NH / NKV);
     const int width = (NH + 2 * NKV) * Q3_HD, C = NH * Q3_HD;
@@ -467,112 +487,137 @@ extern "C" __global__ void __launch_bounds__(128) q3_attn_prefill(
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane >> 2, t4 = lane & 3;
     grid_dep_wait();
 
-    for (int c = tid; c < PF_BR * Q3_HD / 8; c += blockDim.x) {
-        int r = c / (Q3_HD / 8), part = (c % (Q3_HD / 8)) * 8;
-        uint4 v = make_uint4(0, 0, 0, 0);
-        if (q0 + r < len) v = *(const uint4*)(qkv + (size_t)(qs + q0 + r) * width + h * Q3_HD + part);
-        *(uint4*)&Ks[r][part] = v;
+    // issue: keys and values k0 .. k0 + 63 into a stage; past `last`, zeros
+    // (P = 0 must not meet NaN).
+    auto issue = [&](int k0, int stage) {
+        bf16_t* Ks = pf_sm + stage * 2 * PF_TILE;
+#pragma unroll
+        for (int u = 0; u < PF_BC * Q3_HD / 8 / 128; u++) {
+            const int c = tid + 128 * u, key = c / (Q3_HD / 8), part = (c % (Q3_HD / 8)) * 8;
+            const int j = k0 + key;
+            const bool ok = j <= last;
+            const size_t off = ok ? kv_offset(bt[kv_block(j, B)], kvh, kv_slot(j, B), NKV, B, Q3_HD) + part : 0;
+            cp_async16_zfill(Ks + key * PF_PAD + part, kc + off, ok);
+            cp_async16_zfill(Ks + PF_TILE + key * PF_PAD + part, vc + off, ok);
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    };
+    issue(0, 0);
+    {  // Q through stage 1's key buffer
+        bf16_t* Qs = pf_sm + 2 * PF_TILE;
+#pragma unroll
+        for (int u = 0; u < PF_BR * Q3_HD / 8 / 128; u++) {
+            const int c = tid + 128 * u, r = c / (Q3_HD / 8), part = (c % (Q3_HD / 8)) * 8;
+            const bool ok = q0 + r < len;
+            cp_async16_zfill(Qs + r * PF_PAD + part, qkv + (ok ? (size_t)(qs + q0 + r) * width + h * Q3_HD + part : 0), ok);
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
     }
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
     __syncthreads();
     const int r0 = warp * 16 + g;  // this thread's rows in the tile: r0 and r0 + 8
     uint32_t qa[8][4];
+    {
+        const bf16_t* Qs = pf_sm + 2 * PF_TILE;
 #pragma unroll
-    for (int kk = 0; kk < 8; kk++) {
-        qa[kk][0] = *(const uint32_t*)&Ks[r0][kk * 16 + t4 * 2];
-        qa[kk][1] = *(const uint32_t*)&Ks[r0 + 8][kk * 16 + t4 * 2];
-        qa[kk][2] = *(const uint32_t*)&Ks[r0][kk * 16 + t4 * 2 + 8];
-        qa[kk][3] = *(const uint32_t*)&Ks[r0 + 8][kk * 16 + t4 * 2 + 8];
+        for (int kk = 0; kk < 8; kk++) {
+            qa[kk][0] = *(const uint32_t*)&Qs[r0 * PF_PAD + kk * 16 + t4 * 2];
+            qa[kk][1] = *(const uint32_t*)&Qs[(r0 + 8) * PF_PAD + kk * 16 + t4 * 2];
+            qa[kk][2] = *(const uint32_t*)&Qs[r0 * PF_PAD + kk * 16 + t4 * 2 + 8];
+            qa[kk][3] = *(const uint32_t*)&Qs[(r0 + 8) * PF_PAD + kk * 16 + t4 * 2 + 8];
+        }
     }
+    __syncthreads();  // stage 1 is refilled next
     const int qp0 = ctx + q0 + r0, qp1 = qp0 + 8;  // absolute positions of the two rows
     const int warp_last = min(ctx + q0 + warp * 16 + 15, last);
     float o[16][4];
 #pragma unroll
     for (int nt = 0; nt < 16; nt++) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.f;
     float m0 = NEG_INF, m1 = NEG_INF, l0 = 0.f, l1 = 0.f;
+    // ldmatrix lanes: lane l addresses row l % 8 of matrix l / 8.
+    const int lr = lane % 8, lm = lane / 8;
 
-    for (int k0 = 0; k0 <= last; k0 += PF_BC) {
-        __syncthreads();  // Q's fragments (first tile) or the last tile's keys are read
-        for (int c = tid; c < PF_BC * Q3_HD / 8; c += blockDim.x) {
-            int key = c / (Q3_HD / 8), part = (c % (Q3_HD / 8)) * 8;
-            int j = k0 + key;
-            uint4 kv = make_uint4(0, 0, 0, 0), vv = kv;  // zeros past the last key: P = 0 must not meet NaN
-            if (j <= last) {
-                size_t off = kv_offset(bt[kv_block(j, B)], kvh, kv_slot(j, B), NKV, B, Q3_HD) + part;
-                kv = *(const uint4*)(kc + off);
-                vv = *(const uint4*)(vc + off);
+    for (int k0 = 0, stage = 0; k0 <= last; k0 += PF_BC, stage ^= 1) {
+        if (k0 + PF_BC <= last) {
+            issue(k0 + PF_BC, stage ^ 1);
+            asm volatile("cp.async.wait_group 1;" ::: "memory");
+        } else {
+            asm volatile("cp.async.wait_group 0;" ::: "memory");
+        }
+        __syncthreads();  // this tile's copies are visible to every warp
+        const bf16_t* Ks = pf_sm + stage * 2 * PF_TILE;
+        const bf16_t* Vs = Ks + PF_TILE;
+        if (k0 <= warp_last) {  // else every key of this tile is in this warp's future
+            float sc[8][4];
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++) {
+                sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.f;
+#pragma unroll
+                for (int kk = 0; kk < 8; kk += 2) {
+                    // keys 8nt + (0..7), dims 16kk + 8 (lm & 1) + 16 (lm >> 1): b0, b1 of k-steps kk and kk + 1
+                    uint32_t b[4];
+                    ldmatrix_x4(b, Ks + (nt * 8 + lr) * PF_PAD + kk * 16 + 8 * (lm & 1) + 16 * (lm >> 1));
+                    mma16816_bf16(sc[nt], qa[kk], b[0], b[1]);
+                    mma16816_bf16(sc[nt], qa[kk + 1], b[2], b[3]);
+                }
             }
-            *(uint4*)&Ks[key][part] = kv;
-            const bf16_t* vh = reinterpret_cast<const bf16_t*>(&vv);
+            float mx0 = m0, mx1 = m1;
 #pragma unroll
-            for (int i = 0; i < 8; i++) Vt[part + i][key] = vh[i];
-        }
-        __syncthreads();
-        if (k0 > warp_last) continue;  // every key of this tile is in this warp's future
-
-        float sc[8][4];
+            for (int nt = 0; nt < 8; nt++) {
 #pragma unroll
-        for (int nt = 0; nt < 8; nt++) {
-            sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.f;
-#pragma unroll
-            for (int kk = 0; kk < 8; kk++) {
-                uint32_t b0 = *(const uint32_t*)&Ks[nt * 8 + g][kk * 16 + t4 * 2];
-                uint32_t b1 = *(const uint32_t*)&Ks[nt * 8 + g][kk * 16 + t4 * 2 + 8];
-                mma16816_bf16(sc[nt], qa[kk], b0, b1);
+                for (int e = 0; e < 2; e++) {
+                    int j = k0 + nt * 8 + t4 * 2 + e;
+                    float v0 = sc[nt][e] * scale, v1 = sc[nt][2 + e] * scale;
+                    if (j > qp0 || j > last) v0 = NEG_INF;
+                    if (j > qp1 || j > last) v1 = NEG_INF;
+                    sc[nt][e] = v0;
+                    sc[nt][2 + e] = v1;
+                    mx0 = fmaxf(mx0, v0);
+                    mx1 = fmaxf(mx1, v1);
+                }
             }
-        }
-        float mx0 = m0, mx1 = m1;
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+            // Key 0 is in the first tile and precedes every row, so the maxima
+            // are finite from the first tile on and m - mx is never -inf - -inf.
+            const float c0 = exp2f(m0 - mx0), c1 = exp2f(m1 - mx1);
+            m0 = mx0;
+            m1 = mx1;
+            l0 *= c0;
+            l1 *= c1;
 #pragma unroll
-        for (int nt = 0; nt < 8; nt++) {
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                int j = k0 + nt * 8 + t4 * 2 + e;
-                float v0 = sc[nt][e] * scale, v1 = sc[nt][2 + e] * scale;
-                if (j > qp0 || j > last) v0 = NEG_INF;
-                if (j > qp1 || j > last) v1 = NEG_INF;
-                sc[nt][e] = v0;
-                sc[nt][2 + e] = v1;
-                mx0 = fmaxf(mx0, v0);
-                mx1 = fmaxf(mx1, v1);
+            for (int nt = 0; nt < 16; nt++) {
+                o[nt][0] *= c0;
+                o[nt][1] *= c0;
+                o[nt][2] *= c1;
+                o[nt][3] *= c1;
             }
-        }
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-        // Key 0 is in the first tile and precedes every row, so the maxima are
-        // finite from the first tile on and m - mx is never -inf - -inf.
-        const float c0 = exp2f(m0 - mx0), c1 = exp2f(m1 - mx1);
-        m0 = mx0;
-        m1 = mx1;
-        l0 *= c0;
-        l1 *= c1;
+            uint32_t pa[4][4];
 #pragma unroll
-        for (int nt = 0; nt < 16; nt++) {
-            o[nt][0] *= c0;
-            o[nt][1] *= c0;
-            o[nt][2] *= c1;
-            o[nt][3] *= c1;
-        }
-        uint32_t pa[4][4];
-#pragma unroll
-        for (int nt = 0; nt < 8; nt++) {
-            float p00 = exp2f(sc[nt][0] - m0), p01 = exp2f(sc[nt][1] - m0);
-            float p10 = exp2f(sc[nt][2] - m1), p11 = exp2f(sc[nt][3] - m1);
-            l0 += p00 + p01;
-            l1 += p10 + p11;
-            const int kk = nt / 2, hi = (nt % 2) * 2;
-            pa[kk][hi] = pack_bf2(p00, p01);
-            pa[kk][hi + 1] = pack_bf2(p10, p11);
-        }
-#pragma unroll
-        for (int nt = 0; nt < 16; nt++) {
+            for (int nt = 0; nt < 8; nt++) {
+                float p00 = exp2f(sc[nt][0] - m0), p01 = exp2f(sc[nt][1] - m0);
+                float p10 = exp2f(sc[nt][2] - m1), p11 = exp2f(sc[nt][3] - m1);
+                l0 += p00 + p01;
+                l1 += p10 + p11;
+                const int kk = nt / 2, hi = (nt % 2) * 2;
+                pa[kk][hi] = pack_bf2(p00, p01);
+                pa[kk][hi + 1] = pack_bf2(p10, p11);
+            }
 #pragma unroll
             for (int kk = 0; kk < 4; kk++) {
-                uint32_t b0 = *(const uint32_t*)&Vt[nt * 8 + g][kk * 16 + t4 * 2];
-                uint32_t b1 = *(const uint32_t*)&Vt[nt * 8 + g][kk * 16 + t4 * 2 + 8];
-                mma16816_bf16(o[nt], pa[kk], b0, b1);
+#pragma unroll
+                for (int nt = 0; nt < 16; nt += 2) {
+                    // keys 16kk + 8 (lm & 1) + (0..7), dims 8 (nt + (lm >> 1)): b0, b1 of dim tiles nt and nt + 1
+                    uint32_t b[4];
+                    ldmatrix_x4_trans(b, Vs + (kk * 16 + 8 * (lm & 1) + lr) * PF_PAD + 8 * (nt + (lm >> 1)));
+                    mma16816_bf16(o[nt], pa[kk], b[0], b[1]);
+                    mma16816_bf16(o[nt + 1], pa[kk], b[2], b[3]);
+                }
             }
         }
+        __syncthreads();  // every warp is done with this stage before it is refilled
     }
     l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
     l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
@@ -587,4 +632,3 @@ extern "C" __global__ void __launch_bounds__(128) q3_attn_prefill(
         if (qi1 < len) *(uint32_t*)(out + (size_t)(qs + qi1) * C + col) = pack_bf2(o[nt][2] * inv1, o[nt][3] * inv1);
     }
 }
-
