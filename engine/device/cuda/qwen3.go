@@ -360,7 +360,7 @@ func (s *rotaryStep) qkRopeKV(l int, w *rotaryLayer) {
 	}
 	d, q, p, lay := s.d, s.q, s.p, &s.p.lay
 	kc, vc := d.kvLayer(l)
-	warps := s.N * (q.NH + 2*q.NKV)
+	warps := s.N * ceilDiv(q.NH+2*q.NKV, rotaryRopeHeads)
 	s.end("qk_rope_kv", d.g.launch(q.k.rope, ceilDiv(warps, 4), 1, 1, 128, 0,
 		argPtr(q.act.qkv), argPtr(kc), argPtr(vc), argPtr(w.qNorm), argPtr(w.kNorm), argPtr(q.act.rope),
 		argPtr(p.in(lay.slots)), argInt(s.N), argInt(q.NH), argInt(q.NKV), argInt(d.kv.BlockSizeTokens), argF32(q.eps)))
@@ -396,6 +396,10 @@ func (s *rotaryStep) attention(l int) {
 	}
 	s.end("attention", err)
 }
+
+// rotaryRopeHeads is Q3_ROPE_HEADS in qwen3.cu: heads a warp of
+// q3_qk_rope_kv takes.
+const rotaryRopeHeads = 4
 
 // rotaryPrefillRows is the query rows of a q3_attn_prefill tile (PF_BR).
 const rotaryPrefillRows = 64

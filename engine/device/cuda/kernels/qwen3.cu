@@ -88,55 +88,72 @@ extern "C" __global__ void __launch_bounds__(256) q3_rmsnorm(bf16_t* out, const 
 }
 
 // q3_qk_rope_kv: per row of qkv (N, (NH + 2 NKV) * 128) bf16, one warp per
-// head: query heads get q_norm and the rotation at pos[i] in place; key
-// heads k_norm, the rotation, and go to the cache at slots[i]; value heads
-// go to the cache as they are. A slot < 0 stores nothing. Head size 128:
-// lane l holds elements 4l..4l+3, so the rotation's partner (j + 64) is in
-// lane l ^ 16. rope (N, 64) holds each row's (cos, sin) (q3_embed).
+// Q3_ROPE_HEADS heads of a row: query heads get q_norm and the rotation at
+// pos[i] in place; key heads k_norm, the rotation, and go to the cache at
+// slots[i]; value heads go to the cache as they are. A slot < 0 stores
+// nothing. Head size 128: lane l holds elements 4l..4l+3, so the rotation's
+// partner (j + 64) is in lane l ^ 16. rope (N, 64) holds each row's
+// (cos, sin) (q3_embed). A warp's heads are loaded before any is worked on,
+// so that a warp has more than one 256-byte load in flight.
+#ifndef Q3_ROPE_HEADS
+#define Q3_ROPE_HEADS 4
+#endif
 extern "C" __global__ void q3_qk_rope_kv(bf16_t* qkv, bf16_t* kc, bf16_t* vc, const float* qn, const float* kn,
                                          const float2* rope, const int* slots, int N, int NH, int NKV, int B,
                                          float eps) {
     grid_dep_launch();
     const int HD = 128;
-    const int heads = NH + 2 * NKV;
+    const int heads = NH + 2 * NKV, groups = (heads + Q3_ROPE_HEADS - 1) / Q3_ROPE_HEADS;
     const int warp = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (warp >= N * heads) return;
-    const int i = warp / heads, h = warp % heads;
+    if (warp >= N * groups) return;
+    const int i = warp / groups, h0 = (warp % groups) * Q3_ROPE_HEADS;
     const int slot = slots[i];
-    grid_dep_wait();
-    bf16_t* x = qkv + (size_t)i * heads * HD + (size_t)h * HD + 4 * lane;
-    const uint2 raw = *reinterpret_cast<const uint2*>(x);
-    float v[4] = {bf2f((bf16_t)(raw.x & 0xffff)), bf2f((bf16_t)(raw.x >> 16)), bf2f((bf16_t)(raw.y & 0xffff)),
-                  bf2f((bf16_t)(raw.y >> 16))};
-    const bool isV = h >= NH + NKV;
-    if (!isV) {
-        const float* nw = h < NH ? qn : kn;
-        float ss = v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + v[3] * v[3];
-        ss = warp_sum(ss);
-        const float inv = rsqrtf(ss / HD + eps);
+    float qw[4], kw[4];  // weights: no kernel writes them
 #pragma unroll
-        for (int c = 0; c < 4; c++) v[c] = v[c] * inv * nw[4 * lane + c];
-        float o[4];
+    for (int c = 0; c < 4; c++) qw[c] = qn[4 * lane + c], kw[c] = kn[4 * lane + c];
+    grid_dep_wait();  // the rotation table is this step's (q3_embed)
+    bf16_t* row = qkv + (size_t)i * heads * HD + 4 * lane;
+    uint2 raw[Q3_ROPE_HEADS];
 #pragma unroll
-        for (int c = 0; c < 4; c++) {
-            const float partner = __shfl_xor_sync(0xffffffffu, v[c], 16);
-            const float2 cs = rope[(size_t)i * 64 + (4 * lane + c) % 64];
-            o[c] = lane < 16 ? v[c] * cs.x - partner * cs.y : v[c] * cs.x + partner * cs.y;
+    for (int u = 0; u < Q3_ROPE_HEADS; u++)
+        raw[u] = h0 + u < heads ? *reinterpret_cast<const uint2*>(row + (size_t)(h0 + u) * HD) : make_uint2(0u, 0u);
+    float2 cs[4];
+#pragma unroll
+    for (int c = 0; c < 4; c++) cs[c] = rope[(size_t)i * 64 + (4 * lane + c) % 64];
+#pragma unroll
+    for (int u = 0; u < Q3_ROPE_HEADS; u++) {
+        const int h = h0 + u;
+        if (h >= heads) break;
+        float v[4] = {bf2f((bf16_t)(raw[u].x & 0xffff)), bf2f((bf16_t)(raw[u].x >> 16)), bf2f((bf16_t)(raw[u].y & 0xffff)),
+                      bf2f((bf16_t)(raw[u].y >> 16))};
+        const bool isV = h >= NH + NKV;
+        if (!isV) {
+            const float* nw = h < NH ? qw : kw;
+            float ss = v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + v[3] * v[3];
+            ss = warp_sum(ss);
+            const float inv = rsqrtf(ss / HD + eps);
+#pragma unroll
+            for (int c = 0; c < 4; c++) v[c] = v[c] * inv * nw[c];
+            float o[4];
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                const float partner = __shfl_xor_sync(0xffffffffu, v[c], 16);
+                o[c] = lane < 16 ? v[c] * cs[c].x - partner * cs[c].y : v[c] * cs[c].x + partner * cs[c].y;
+            }
+#pragma unroll
+            for (int c = 0; c < 4; c++) v[c] = o[c];
         }
-#pragma unroll
-        for (int c = 0; c < 4; c++) v[c] = o[c];
+        uint2 packed;
+        packed.x = (uint32_t)f2bf(v[0]) | ((uint32_t)f2bf(v[1]) << 16);
+        packed.y = (uint32_t)f2bf(v[2]) | ((uint32_t)f2bf(v[3]) << 16);
+        if (h < NH) {
+            *reinterpret_cast<uint2*>(row + (size_t)h * HD) = packed;
+        } else if (slot >= 0) {
+            const int kvh = isV ? h - NH - NKV : h - NH;
+            bf16_t* dst = (isV ? vc : kc) + kv_offset(kv_block(slot, B), kvh, kv_slot(slot, B), NKV, B, HD) + 4 * lane;
+            *reinterpret_cast<uint2*>(dst) = packed;
+        }
     }
-    uint2 packed;
-    packed.x = (uint32_t)f2bf(v[0]) | ((uint32_t)f2bf(v[1]) << 16);
-    packed.y = (uint32_t)f2bf(v[2]) | ((uint32_t)f2bf(v[3]) << 16);
-    if (h < NH) {
-        *reinterpret_cast<uint2*>(x) = packed;
-        return;
-    }
-    if (slot < 0) return;
-    const int kvh = isV ? h - NH - NKV : h - NH;
-    bf16_t* dst = (isV ? vc : kc) + kv_offset(kv_block(slot, B), kvh, kv_slot(slot, B), NKV, B, HD) + 4 * lane;
-    *reinterpret_cast<uint2*>(dst) = packed;
 }
 
 // q3_swiglu: out (N, I) bf16 = SiLU(gate) * up, each row of gu (N, 2I)
