@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -66,7 +67,19 @@ func main() {
 	flag.StringVar(&o.gemmChain, "gemm-chain", "", "only run the projection diagnostics at these row counts (e.g. 64,128)")
 	flag.StringVar(&o.prefillSizes, "prefill-sizes", "", "only time one whole-prompt prefill of each of these lengths, in order, on the fresh device (first-time costs)")
 	variants := flag.String("variants", "", "semicolon-separated decode variants to time: graph, no graph (default all)")
+	cpuProfile := flag.String("cpuprofile", "", "write the host's CPU profile of the whole run to this file (go tool pprof)")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "cudabench:", err)
+			os.Exit(2)
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
 	if *variants != "" {
 		o.variants = map[string]bool{}
 		for _, v := range strings.Split(*variants, ";") {
@@ -80,6 +93,7 @@ func main() {
 	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "cudabench:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
