@@ -42,6 +42,7 @@ type options struct {
 	ncuBatches            string
 	gemmChain             string
 	prefillSizes          string
+	chunkProfile          string
 	sampling              string
 	variants              map[string]bool     // decode variants to time (nil: all)
 	profileHook           func(on bool) error // decodeStep: around the timed steps (ncu)
@@ -65,6 +66,7 @@ func main() {
 	flag.StringVar(&o.ncuBatches, "ncu-batches", "", "only run one profiled decode step per batch size (for ncu --profile-from-start off)")
 	flag.StringVar(&o.sampling, "sampling", "T0.7/p0.9/k50", "sampling of every step: T0.7/p0.9/k50 or greedy")
 	flag.StringVar(&o.gemmChain, "gemm-chain", "", "only run the projection diagnostics at these row counts (e.g. 64,128)")
+	flag.StringVar(&o.chunkProfile, "chunk-profile", "", "only time and profile per op a prompt chunk of N new tokens after M cached (N@M), eager")
 	flag.StringVar(&o.prefillSizes, "prefill-sizes", "", "only time one whole-prompt prefill of each of these lengths, in order, on the fresh device (first-time costs)")
 	variants := flag.String("variants", "", "semicolon-separated decode variants to time: graph, no graph (default all)")
 	cpuProfile := flag.String("cpuprofile", "", "write the host's CPU profile of the whole run to this file (go tool pprof)")
@@ -180,6 +182,9 @@ func run(o options) error {
 		}
 		return gemmChain(d, nr)
 	}
+	if o.chunkProfile != "" {
+		return chunkProfile(d, r, o, params, alloc)
+	}
 	if o.prefillSizes != "" {
 		sizes, err := parseBatches(o.prefillSizes)
 		if err != nil {
@@ -238,7 +243,7 @@ func run(o options) error {
 				name = "prefill kernels, eager"
 				d.SetChunkRows(-1)
 			}
-			ms, err := chunkStep(d, r, o, params, alloc, chunk, chunkCached)
+			ms, err := chunkStep(d, r, o, params, alloc, chunk, chunkCached, nil)
 			d.SetChunkRows(0)
 			if err != nil {
 				return fmt.Errorf("chunk step (%s): %w", name, err)
@@ -317,6 +322,25 @@ func ncuSteps(d *cuda.Device, r *rand.Rand, o options, p sample.Params, alloc fu
 			fmt.Printf("ncu: profiled one decode step, batch %d, ctx %d (%s kernels)\n", b, o.ctx, v.name)
 		}
 	}
+	return nil
+}
+
+// chunkProfile times a prompt chunk of N new tokens after M cached (-steps
+// repeats, chunkStep's median), then its per-op GPU time over as many more.
+func chunkProfile(d *cuda.Device, r *rand.Rand, o options, p sample.Params, alloc func(int) []int32) error {
+	var n, m int
+	if _, err := fmt.Sscanf(o.chunkProfile, "%d@%d", &n, &m); err != nil || n < 1 || m < 0 {
+		return fmt.Errorf("-chunk-profile %q: want N@M, N new tokens after M cached", o.chunkProfile)
+	}
+	ms, err := chunkStep(d, r, o, p, alloc, n, m, nil)
+	if err != nil {
+		return err
+	}
+	record(fmt.Sprintf("prefill step, %d new tokens after %d cached, one sequence (eager)", n, m), fmt.Sprintf("%.3f ms", ms))
+	if _, err := chunkStep(d, r, o, p, alloc, n, m, d.EnableOpProfile); err != nil {
+		return err
+	}
+	fmt.Printf("\nper-op GPU time, the chunk step:\n%s", d.OpProfile(o.steps+5))
 	return nil
 }
 
@@ -427,10 +451,13 @@ const chunkCached = 880
 // steps (after 5 warm-up steps) that each compute chunk more tokens after
 // them and sample (the same positions each time), and returns the median
 // step time in ms.
-func chunkStep(d *cuda.Device, r *rand.Rand, o options, p sample.Params, alloc func(int) []int32, chunk, cached int) (float64, error) {
+func chunkStep(d *cuda.Device, r *rand.Rand, o options, p sample.Params, alloc func(int) []int32, chunk, cached int, afterPrefix func()) (float64, error) {
 	s := device.Seq{SeqID: 1 << 40, Tokens: randTokens(r, cached), BlockTable: alloc(cached + chunk), Sample: true, Params: p, BannedToken: -1}
 	if err := prefill(d, []device.Seq{s}, 8192); err != nil {
 		return 0, err
+	}
+	if afterPrefix != nil {
+		afterPrefix()
 	}
 	s.Tokens, s.StartPos = randTokens(r, chunk), cached
 	var out []device.Sampled
