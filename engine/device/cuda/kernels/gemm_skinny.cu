@@ -38,16 +38,6 @@
 #define SK_MAX_SPLITS 8   // maxSkinnySplits: the portable cluster size
 #define SK_PSTRIDE (SK_BN + 4)  // floats per partial-tile row
 
-// cp16 copies 16 bytes global -> shared, or writes zeros when !valid.
-__device__ __forceinline__ void cp16(uint32_t dst, const void* src, bool valid) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
-}
-
-__device__ __forceinline__ void ldsm4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
-}
-
 // swz: byte offset of 16-byte piece c of row r in a tile of 128-byte rows.
 __device__ __forceinline__ uint32_t swz(int r, int c) { return r * 128 + ((c ^ (r & 7)) << 4); }
 

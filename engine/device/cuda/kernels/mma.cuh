@@ -31,6 +31,25 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
     return (uint32_t)a;
 }
 
+// cp16 copies 16 bytes global -> shared (dst a shared address, smem_u32),
+// or writes zeros when !valid (nothing is read then).
+__device__ __forceinline__ void cp16(uint32_t dst, const void* src, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
+}
+
+// ldsm4 loads four 8 x 8 matrices of 16-bit elements from shared memory
+// (lane l gives the address of row l % 8 of matrix l / 8); ldsm4_trans the
+// same, each transposed.
+__device__ __forceinline__ void ldsm4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+}
+
+__device__ __forceinline__ void ldsm4_trans(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+}
+
 // cluster_sync: arrive has release and wait acquire semantics by default
 // (spelled out, the qualifiers need PTX ISA 8.0; older NVRTCs reject them).
 __device__ __forceinline__ void cluster_sync() {

@@ -5,6 +5,7 @@
 // them: the embedding, RMSNorm, the q/k norm with RoPE and the KV write, the
 // attention of every row of a step over its sequence's paged cache, SwiGLU.
 #include "common.cuh"
+#include "mma.cuh"  // mma16816_bf, cp16, ldsm4, smem_u32
 
 // unpack_bf8 turns a 16-byte load of 8 bf16 into floats.
 __device__ __forceinline__ void unpack_bf8(uint4 u, float* f) {
@@ -95,9 +96,7 @@ extern "C" __global__ void __launch_bounds__(256) q3_rmsnorm(bf16_t* out, const 
 // partner (j + 64) is in lane l ^ 16. rope (N, 64) holds each row's
 // (cos, sin) (q3_embed). A warp's heads are loaded before any is worked on,
 // so that a warp has more than one 256-byte load in flight.
-#ifndef Q3_ROPE_HEADS
-#define Q3_ROPE_HEADS 4
-#endif
+#define Q3_ROPE_HEADS 4  // rotaryRopeHeads
 extern "C" __global__ void q3_qk_rope_kv(bf16_t* qkv, bf16_t* kc, bf16_t* vc, const float* qn, const float* kn,
                                          const float2* rope, const int* slots, int N, int NH, int NKV, int B,
                                          float eps) {
@@ -178,11 +177,9 @@ extern "C" __global__ void q3_swiglu(bf16_t* out, const bf16_t* gu, int N, int I
     *reinterpret_cast<uint32_t*>(out + (size_t)i * I + c) = (uint32_t)f2bf(r[0]) | ((uint32_t)f2bf(r[1]) << 16);
 }
 
-__device__ __forceinline__ void mma16816_bf16(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+// mma_bf: mma16816_bf with the A fragment as an array.
+__device__ __forceinline__ void mma_bf(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+    mma16816_bf(c, a[0], a[1], a[2], a[3], b0, b1);
 }
 
 __device__ __forceinline__ uint32_t pack_bf2(float lo, float hi) {
@@ -226,24 +223,13 @@ __device__ __forceinline__ uint32_t u4_word(uint4 u, int w) { return w == 0 ? u.
 // and 66.9 us at 2.37 TB/s (77% of ceiling.cu's read rate), against 24.8M
 // and 71.2 us for the CUDA-core kernel it replaced (four warps over 64-key
 // tiles, scores and softmax through shared memory). Two steps a load round
-// (Q3_STEPS 2: 194 registers, two blocks an SM), the L2::256B hint,
+// (194 registers, two blocks an SM), the L2::256B hint,
 // splitting batch 128 in two, and each warp's steps through a cp.async ring
 // in shared memory (2-4 stages) were each slower or no faster
 // (docs/cuda.md).
 #define Q3_HD 128
 #define Q3_WARPS 4
-#ifndef Q3_STEPS
-#define Q3_STEPS 1  // 16-key steps a warp loads at once
-#endif
-#ifndef Q3_ROWS_BLOCKS
-#define Q3_ROWS_BLOCKS (Q3_STEPS == 1 ? 3 : 2)  // blocks an SM (158 registers); rotaryRowsBlocks is 3
-#endif
-#ifndef Q3_P_LO
-#define Q3_P_LO 1
-#endif
-#ifndef Q3_L2HINT
-#define Q3_L2HINT 0
-#endif
+#define Q3_ROWS_BLOCKS 3  // blocks an SM (158 registers); rotaryRowsBlocks
 
 // ld_kv loads 16 bytes of the cache, which no kernel writes while this one
 // runs. volatile keeps a step's 16 loads ahead of its MMAs (also volatile),
@@ -251,13 +237,8 @@ __device__ __forceinline__ uint32_t u4_word(uint4 u, int w) { return w == 0 ? u.
 // sinks loads next to their use.
 __device__ __forceinline__ uint4 ld_kv(const bf16_t* p) {
     uint4 v;
-#if Q3_L2HINT
-    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-#else
     asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-#endif
     return v;
 }
 
@@ -275,7 +256,7 @@ __device__ __forceinline__ void q3_attn_step(float (&o)[8][4], float& m, float& 
 #pragma unroll
         for (int ks = 0; ks < 8; ks++) {
             const uint32_t a[4] = {qa[2 * ks], 0u, qa[2 * ks + 1], 0u};
-            mma16816_bf16(sc[nt], a, u4_word(kr[nt][ks / 2], 2 * (ks % 2)), u4_word(kr[nt][ks / 2], 2 * (ks % 2) + 1));
+            mma_bf(sc[nt], a, u4_word(kr[nt][ks / 2], 2 * (ks % 2)), u4_word(kr[nt][ks / 2], 2 * (ks % 2) + 1));
         }
     }
     float s[4] = {sc[0][0], sc[0][1], sc[1][0], sc[1][1]};  // keys 2t, 2t + 1, 8 + 2t, 9 + 2t
@@ -297,10 +278,8 @@ __device__ __forceinline__ void q3_attn_step(float (&o)[8][4], float& m, float& 
     l = l * corr + (p[0] + p[1]) + (p[2] + p[3]);
     const bool head = g < G;
     const uint32_t ph0 = head ? pack_bf2(p[0], p[1]) : 0u, ph1 = head ? pack_bf2(p[2], p[3]) : 0u;
-#if Q3_P_LO
     const uint32_t pl0 = head ? pack_bf2(p[0] - __uint_as_float(ph0 << 16), p[1] - __uint_as_float(ph0 & 0xffff0000u)) : 0u;
     const uint32_t pl1 = head ? pack_bf2(p[2] - __uint_as_float(ph1 << 16), p[3] - __uint_as_float(ph1 & 0xffff0000u)) : 0u;
-#endif
     // O^T's columns are heads 2t and 2t + 1, whose corrections lanes 8t and
     // 8t + 4 computed.
     const float ca = __shfl_sync(0xffffffffu, corr, 8 * t), cb = __shfl_sync(0xffffffffu, corr, 8 * t + 4);
@@ -316,10 +295,8 @@ __device__ __forceinline__ void q3_attn_step(float (&o)[8][4], float& m, float& 
             // the low and high halves of the keys' words.
             const uint32_t a[4] = {__byte_perm(x0, x1, 0x5410), __byte_perm(x0, x1, 0x7632), __byte_perm(x2, x3, 0x5410),
                                    __byte_perm(x2, x3, 0x7632)};
-            mma16816_bf16(acc, a, ph0, ph1);
-#if Q3_P_LO
-            mma16816_bf16(acc, a, pl0, pl1);
-#endif
+            mma_bf(acc, a, ph0, ph1);
+            mma_bf(acc, a, pl0, pl1);
         }
     }
 }
@@ -403,29 +380,25 @@ extern "C" __global__ void __launch_bounds__(128, Q3_ROWS_BLOCKS) q3_attn_rows(
     float o[8][4];               // O^T: dims of tile mt (rows g, g + 8) x heads 2t, 2t + 1
 #pragma unroll
     for (int mt = 0; mt < 8; mt++) o[mt][0] = o[mt][1] = o[mt][2] = o[mt][3] = 0.f;
-    for (int kb = k0 + 16 * Q3_STEPS * warp; kb < k1; kb += 16 * Q3_STEPS * Q3_WARPS) {
-        uint4 kr[Q3_STEPS][2][4], vr[Q3_STEPS][4][2];
+    for (int kb = k0 + 16 * warp; kb < k1; kb += 16 * Q3_WARPS) {
+        uint4 kr[2][4], vr[4][2];
+        // Keys past the last read the last one instead (a valid address and
+        // a finite value, masked to P = 0).
 #pragma unroll
-        for (int st = 0; st < Q3_STEPS; st++) {
-            // Keys past the last read the last one instead (a valid address
-            // and a finite value, masked to P = 0).
+        for (int nt = 0; nt < 2; nt++) {
+            const int key = min(kb + 8 * nt + g, k1 - 1);
+            const bf16_t* kp = kc + kv_offset(bt[kv_block(key, B)], kvh, kv_slot(key, B), NKV, B, Q3_HD) + 8 * t;
 #pragma unroll
-            for (int nt = 0; nt < 2; nt++) {
-                const int key = min(kb + 16 * st + 8 * nt + g, k1 - 1);
-                const bf16_t* kp = kc + kv_offset(bt[kv_block(key, B)], kvh, kv_slot(key, B), NKV, B, Q3_HD) + 8 * t;
-#pragma unroll
-                for (int i = 0; i < 4; i++) kr[st][nt][i] = ld_kv(kp + 32 * i);
-            }
-#pragma unroll
-            for (int v = 0; v < 4; v++) {
-                const int key = min(kb + 16 * st + 2 * t + (v & 1) + 8 * (v >> 1), k1 - 1);
-                const bf16_t* vp = vc + kv_offset(bt[kv_block(key, B)], kvh, kv_slot(key, B), NKV, B, Q3_HD) + 8 * g;
-                vr[st][v][0] = ld_kv(vp);
-                vr[st][v][1] = ld_kv(vp + 64);
-            }
+            for (int i = 0; i < 4; i++) kr[nt][i] = ld_kv(kp + 32 * i);
         }
 #pragma unroll
-        for (int st = 0; st < Q3_STEPS; st++) q3_attn_step(o, m, l, qa, kr[st], vr[st], kb + 16 * st, k1, G, scale_log2);
+        for (int v = 0; v < 4; v++) {
+            const int key = min(kb + 2 * t + (v & 1) + 8 * (v >> 1), k1 - 1);
+            const bf16_t* vp = vc + kv_offset(bt[kv_block(key, B)], kvh, kv_slot(key, B), NKV, B, Q3_HD) + 8 * g;
+            vr[v][0] = ld_kv(vp);
+            vr[v][1] = ld_kv(vp + 64);
+        }
+        q3_attn_step(o, m, l, qa, kr, vr, kb, k1, G, scale_log2);
     }
     q3_attn_merge(&o_s[0][0][0], &ml_s[0][0][0], o, m, l, att, part, row, j, kvh, split, NH, G, nsplit);
 }
@@ -471,24 +444,6 @@ extern "C" __global__ void q3_attn_combine(bf16_t* att, const float* part, const
 #define PF_TILE (PF_BC * PF_PAD)
 #define PF_SMEM (2 * 2 * PF_TILE * 2)  // two stages of keys and values
 
-__device__ __forceinline__ void cp_async16_zfill(void* smem, const void* gmem, bool valid) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((uint32_t)__cvta_generic_to_shared(smem)), "l"(gmem),
-                 "r"(valid ? 16 : 0)
-                 : "memory");
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"((uint32_t)__cvta_generic_to_shared(p)));
-}
-
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, const void* p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"((uint32_t)__cvta_generic_to_shared(p)));
-}
-
 extern "C" __global__ void __launch_bounds__(128) q3_attn_prefill(
     bf16_t* out, const bf16_t* qkv, const bf16_t* kc, const bf16_t* vc, const int* q_start, const int* q_len,
     const int* ctx_len, const int* tile_seq, const int* tile_q0, const int* block_tables, const int* bt_stride, int NH,
@@ -514,8 +469,8 @@ extern "C" __global__ void __launch_bounds__(128) q3_attn_prefill(
             const int j = k0 + key;
             const bool ok = j <= last;
             const size_t off = ok ? kv_offset(bt[kv_block(j, B)], kvh, kv_slot(j, B), NKV, B, Q3_HD) + part : 0;
-            cp_async16_zfill(Ks + key * PF_PAD + part, kc + off, ok);
-            cp_async16_zfill(Ks + PF_TILE + key * PF_PAD + part, vc + off, ok);
+            cp16(smem_u32(Ks + key * PF_PAD + part), kc + off, ok);
+            cp16(smem_u32(Ks + PF_TILE + key * PF_PAD + part), vc + off, ok);
         }
         asm volatile("cp.async.commit_group;" ::: "memory");
     };
@@ -526,7 +481,7 @@ extern "C" __global__ void __launch_bounds__(128) q3_attn_prefill(
         for (int u = 0; u < PF_BR * Q3_HD / 8 / 128; u++) {
             const int c = tid + 128 * u, r = c / (Q3_HD / 8), part = (c % (Q3_HD / 8)) * 8;
             const bool ok = q0 + r < len;
-            cp_async16_zfill(Qs + r * PF_PAD + part, qkv + (ok ? (size_t)(qs + q0 + r) * width + h * Q3_HD + part : 0), ok);
+            cp16(smem_u32(Qs + r * PF_PAD + part), qkv + (ok ? (size_t)(qs + q0 + r) * width + h * Q3_HD + part : 0), ok);
         }
         asm volatile("cp.async.commit_group;" ::: "memory");
     }
@@ -573,9 +528,9 @@ extern "C" __global__ void __launch_bounds__(128) q3_attn_prefill(
                 for (int kk = 0; kk < 8; kk += 2) {
                     // keys 8nt + (0..7), dims 16kk + 8 (lm & 1) + 16 (lm >> 1): b0, b1 of k-steps kk and kk + 1
                     uint32_t b[4];
-                    ldmatrix_x4(b, Ks + (nt * 8 + lr) * PF_PAD + kk * 16 + 8 * (lm & 1) + 16 * (lm >> 1));
-                    mma16816_bf16(sc[nt], qa[kk], b[0], b[1]);
-                    mma16816_bf16(sc[nt], qa[kk + 1], b[2], b[3]);
+                    ldsm4(smem_u32(Ks + (nt * 8 + lr) * PF_PAD + kk * 16 + 8 * (lm & 1) + 16 * (lm >> 1)), b[0], b[1], b[2], b[3]);
+                    mma_bf(sc[nt], qa[kk], b[0], b[1]);
+                    mma_bf(sc[nt], qa[kk + 1], b[2], b[3]);
                 }
             }
             float mx0 = m0, mx1 = m1;
@@ -628,9 +583,9 @@ extern "C" __global__ void __launch_bounds__(128) q3_attn_prefill(
                 for (int nt = 0; nt < 16; nt += 2) {
                     // keys 16kk + 8 (lm & 1) + (0..7), dims 8 (nt + (lm >> 1)): b0, b1 of dim tiles nt and nt + 1
                     uint32_t b[4];
-                    ldmatrix_x4_trans(b, Vs + (kk * 16 + 8 * (lm & 1) + lr) * PF_PAD + 8 * (nt + (lm >> 1)));
-                    mma16816_bf16(o[nt], pa[kk], b[0], b[1]);
-                    mma16816_bf16(o[nt + 1], pa[kk], b[2], b[3]);
+                    ldsm4_trans(smem_u32(Vs + (kk * 16 + 8 * (lm & 1) + lr) * PF_PAD + 8 * (nt + (lm >> 1))), b[0], b[1], b[2], b[3]);
+                    mma_bf(o[nt], pa[kk], b[0], b[1]);
+                    mma_bf(o[nt + 1], pa[kk], b[2], b[3]);
                 }
             }
         }
