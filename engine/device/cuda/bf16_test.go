@@ -9,7 +9,6 @@ import (
 // TestF32ToBF16 checks the upload's rounding against the definition: the
 // nearer of the two bf16 neighbours, ties to the even one, NaN kept NaN.
 func TestF32ToBF16(t *testing.T) {
-	widen := func(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
 	for _, tc := range []struct {
 		in   float32
 		want uint16
@@ -23,7 +22,7 @@ func TestF32ToBF16(t *testing.T) {
 			t.Errorf("f32ToBF16(%#x) = %#x, want %#x", math.Float32bits(tc.in), got, tc.want)
 		}
 	}
-	if got := widen(f32ToBF16(float32(math.NaN()))); !math.IsNaN(float64(got)) {
+	if got := bf16ToF32(f32ToBF16(float32(math.NaN()))); !math.IsNaN(float64(got)) {
 		t.Errorf("NaN rounds to %v", got)
 	}
 	r := rand.New(rand.NewPCG(3, 4))
@@ -33,12 +32,12 @@ func TestF32ToBF16(t *testing.T) {
 			continue
 		}
 		b := math.Float32bits(x)
-		lo, hi := widen(uint16(b>>16)), widen(uint16(b>>16)+1)
+		lo, hi := bf16ToF32(uint16(b>>16)), bf16ToF32(uint16(b>>16)+1)
 		hiF := float64(hi)
 		if math.IsInf(hiF, 0) { // past the largest finite: IEEE rounds as if the exponent went on, to 2^128
 			hiF = math.Copysign(math.Ldexp(1, 128), hiF)
 		}
-		got := widen(f32ToBF16(x))
+		got := bf16ToF32(f32ToBF16(x))
 		dlo, dhi := math.Abs(float64(x)-float64(lo)), math.Abs(float64(x)-hiF)
 		want := lo
 		if dhi < dlo || (dhi == dlo && (b>>16)&1 == 1) {
