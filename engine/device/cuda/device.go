@@ -50,13 +50,16 @@ type Options struct {
 // forcedPaths are the fallbacks a test can force (doc.go lists when each is
 // taken for real).
 type forcedPaths struct {
-	cuBLASLt      bool // LayerNorm kernels and cuBLASLt for every projection and the LM head (no gemv.cu, gemm_skinny.cu, gemm_wg.cu)
-	blockDecode   bool // the block-per-(sequence, head) decode attention kernel
-	simplePrefill bool // the CUDA-core prefill attention kernel
-	gemvLMHead    bool // the small-step LM head through gemv.cu, the sampler scanning whole rows (no lmhead.cu)
-	noPair        bool // the folded attproj and fc as two gemm_wg.cu grids (no gemm_wg_pair)
-	noPDL         bool // launches without programmatic dependent launch
-	rowsBlocks    int  // q3_attn_rows' blocks an SM that rotarySplits fills (0: its residency)
+	cuBLASLt             bool // LayerNorm kernels and cuBLASLt for every projection and the LM head (no gemv.cu, gemm_skinny.cu, gemm_wg.cu)
+	blockDecode          bool // the block-per-(sequence, head) decode attention kernel
+	simplePrefill        bool // the CUDA-core prefill attention kernel
+	gemvLMHead           bool // the small-step LM head through gemv.cu, the sampler scanning whole rows (no lmhead.cu)
+	noPair               bool // the folded attproj and fc as two gemm_wg.cu grids (no gemm_wg_pair)
+	noPDL                bool // launches without programmatic dependent launch
+	rowsBlocks           int  // q3_attn_rows' blocks an SM that rotarySplits fills (0: its residency)
+	noRotaryWG           bool // the rotary block's projections at 17-128 rows through cuBLASLt (no q3_wg.cu)
+	rotaryWGCluster      int  // q3_wg.cu's launches in clusters of this many column tiles sharing x (0, 1: none)
+	rotaryWGOneSliceRows int  // the most rows whose q|k|v and gate|up take q3_wg.cu (0: rotaryWGOneSliceRows)
 }
 
 // DefaultOptions are used for every zero field of Options.

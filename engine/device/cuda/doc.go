@@ -50,4 +50,8 @@
 //     not load or fit.
 //   - Launches without programmatic dependent launch: drivers without
 //     cuLaunchKernelEx.
+//   - The rotary block's projections through cuBLASLt (and its SwiGLU
+//     kernel) at 17-128 rows instead of q3_wg.cu: GPUs other than sm_90a,
+//     NVRTC before 12, drivers without cuTensorMapEncodeTiled, or a model
+//     whose projections fit none of its launch shapes.
 package cuda

@@ -122,6 +122,8 @@ func TestKernelArch(t *testing.T) {
 		{wgFile, "sm_90", 11, ""},
 		{wgFile, "sm_100", 13, ""},
 		{wgFile, "sm_80", 13, ""},
+		{q3WGFile, "sm_90", 13, "sm_90a"},
+		{q3WGFile, "sm_90", 11, ""},
 	} {
 		if got := kernelArch(c.file, c.arch, c.nv); got != c.want {
 			t.Errorf("kernelArch(%s, %s, %d) = %q, want %q", c.file, c.arch, c.nv, got, c.want)

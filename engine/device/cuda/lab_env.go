@@ -13,7 +13,9 @@ import (
 //   - ROSEINFER_CUDA_FORCE, a comma list: "nopdl" launches without
 //     programmatic dependent launch, "cublaslt" takes every projection to
 //     cuBLASLt, "rowsblocks=N" has rotarySplits fill N decode-row attention
-//     blocks an SM (forcedPaths);
+//     blocks an SM, "noq3wg" leaves q3_wg.cu out, "q3wgcluster=N" launches
+//     it in clusters of N, "q3wgslice=N" sends q|k|v and gate|up of up to N
+//     rows through it (forcedPaths);
 //   - ROSEINFER_CUDA_KERNELS, a directory whose .cu and .cuh files replace
 //     the embedded kernels of the same name (a kernel variant without a
 //     rebuild; give each variant its own ROSEINFER_CUDA_CACHE).
@@ -25,9 +27,17 @@ func init() {
 				o.force.noPDL = true
 			case "cublaslt":
 				o.force.cuBLASLt = true
+			case "noq3wg":
+				o.force.noRotaryWG = true
 			default:
 				if n, ok := strings.CutPrefix(strings.TrimSpace(f), "rowsblocks="); ok {
 					o.force.rowsBlocks, _ = strconv.Atoi(n)
+				}
+				if n, ok := strings.CutPrefix(strings.TrimSpace(f), "q3wgcluster="); ok {
+					o.force.rotaryWGCluster, _ = strconv.Atoi(n)
+				}
+				if n, ok := strings.CutPrefix(strings.TrimSpace(f), "q3wgslice="); ok {
+					o.force.rotaryWGOneSliceRows, _ = strconv.Atoi(n)
 				}
 			}
 		}

@@ -9,11 +9,12 @@ import (
 )
 
 // The rotary block (Qwen3's; qwen3_lower.go) runs on bf16 weights and
-// activations with an fp32 residual stream: cuBLASLt for the projections
-// and the LM head of steps of more than maxGemvRows rows (bf16 operands,
-// fp32 accumulate; o_proj and down_proj add into the residual with beta =
-// 1), q3_gemv.cu's GEMVs with the norms and SwiGLU folded in for smaller
-// ones (qwen3_gemv.go), and qwen3.cu's kernels between them.
+// activations with an fp32 residual stream: q3_gemv.cu's GEMVs with the
+// norms and SwiGLU folded in for steps of up to maxGemvRows rows
+// (qwen3_gemv.go), on Hopper q3_wg.cu's TMA + wgmma projections up to
+// rotaryWGRows (q3_wg.go), cuBLASLt for the rest and for the LM head of
+// larger steps (bf16 operands, fp32 accumulate; o_proj and down_proj add
+// into the residual with beta = 1), and qwen3.cu's kernels between them.
 // Every row of a step, prompt chunk or decode token, writes its keys and
 // values into the paged cache first (q3_qk_rope_kv) and then attends over
 // its sequence's cache (q3_attn_rows), so one attention kernel serves
@@ -28,7 +29,8 @@ type rotaryState struct {
 	k                        rotaryKernels
 	NH, NKV, HD, I, qkvWidth int
 	eps                      float32
-	gemvOK                   bool // steps of up to maxGemvRows rows run q3_gemv.cu (qwen3_gemv.go)
+	gemvOK                   bool     // steps of up to maxGemvRows rows run q3_gemv.cu (qwen3_gemv.go)
+	wg                       rotaryWG // steps of up to rotaryWGRows rows run q3_wg.cu on Hopper (q3_wg.go)
 }
 
 type rotaryWeights struct {
@@ -139,6 +141,9 @@ func (d *Device) initRotary(w *model.Weights, lr loweredRotary) error {
 			return fmt.Errorf("cuda: activations: %w", err)
 		}
 	}
+	if err := d.resolveRotaryWG(); err != nil {
+		return err
+	}
 	if err := d.allocStages(inWords); err != nil {
 		return err
 	}
@@ -153,6 +158,7 @@ func (d *Device) freeRotary() {
 		d.g.drv.memFree(p)
 	}
 	q.act, q.w.base = rotaryActs{}, 0
+	q.freeRotaryWG()
 }
 
 // bf16 appends src rounded to bf16 (nearest, ties to even): exact for a
@@ -243,9 +249,12 @@ func (d *Device) forwardRotary(p *stepPlan) error {
 	s := rotaryStep{d: d, q: d.q3, p: p, N: p.lay.nTok, M: p.lay.nSample}
 	s.end("start", nil)
 	s.embed()
-	if s.useGemv(s.N) {
+	switch {
+	case s.useGemv(s.N):
 		s.layersGemv()
-	} else {
+	case s.useWG(s.N):
+		s.layersWG()
+	default:
 		s.layersGemm()
 	}
 	if s.M > 0 { // only the rows that sample go through the final norm and the LM head
@@ -455,7 +464,14 @@ func (d *Device) prewarmRotaryGEMMs() error {
 	q, g, C := d.q3, d.g, d.cfg.Channels
 	w := &q.w.layers[0]
 	cublas := func(n int) bool { return !q.gemvOK || n > maxGemvRows } // smaller steps run q3_gemv.cu
-	for _, n := range gemmBuckets(d.opts.MaxStepTokens, cublas) {
+	// Steps q3_wg.cu takes whole need no plan (their LM head, of fewer rows,
+	// may); above rotaryWGOneSliceRows rows they need q|k|v's and gate|up's.
+	oneSlice := rotaryWGOneSliceRows
+	if n := d.opts.force.rotaryWGOneSliceRows; n > 0 {
+		oneSlice = n
+	}
+	layers := func(n int) bool { return cublas(n) && (!q.wg.ok || n > oneSlice) }
+	for _, n := range gemmBuckets(d.opts.MaxStepTokens, layers) {
 		for _, m := range []struct {
 			name        string
 			out, in, w  devPtr
