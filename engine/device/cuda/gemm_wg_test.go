@@ -13,15 +13,7 @@ import (
 // rest), one and four k tiles, every tile width and epilogue, and K split
 // over blocks (the residual epilogue's atomic adds).
 func TestWgmmaGemm(t *testing.T) {
-	g := testGPU(t)
-	if kernelArch(wgFile, g.arch, g.nv.major) == "" {
-		t.Skipf("gemm_wg.cu is built for sm_90a by NVRTC 12+ only; here %s, NVRTC %d.%d", g.arch, g.nv.major, g.nv.minor)
-	}
-	for _, name := range wgKernelNames() {
-		if _, ok := g.kernels[name]; !ok {
-			t.Fatalf("%s was not loaded", name)
-		}
-	}
+	g := wgTestGPU(t, wgFile, wgKernelNames())
 	r := rand.New(rand.NewPCG(43, 44))
 	for i, c := range []struct{ M, K, OC, mode, bn, cluster int }{
 		{128, 768, 2304, gemvOut16Bias, 0, 4}, // 0: the width the device picks
@@ -60,23 +52,48 @@ func runWgCase(t *testing.T, g *gpu, r *rand.Rand, M, K, OC, mode, bn, cluster i
 	if err := g.setMaxDynamicSmem(g.kernel(wgKernelName(bn, kind)), wgSmem(bn, K/splits)); err != nil {
 		t.Fatal(err)
 	}
+	xMap, wMap := testWGMaps(t, g, c.dx, M, K, c.ldx, c.dW, OC)
+	c.runAndCheck(t, g, twice, func() error {
+		return g.wgGemm(bn, cluster, splits, c.out, c.ldo, xMap, wMap, c.db16, c.db32, M, K/splits, OC, mode, wgLNArgs{})
+	})
+}
+
+// wgTestGPU is the test GPU where NVRTC built file (gemm_wg.cu, q3_wg.cu:
+// sm_90a only), with every one of its kernels loaded; elsewhere it skips.
+func wgTestGPU(t *testing.T, file string, kernels []string) *gpu {
+	t.Helper()
+	g := testGPU(t)
+	if kernelArch(file, g.arch, g.nv.major) == "" {
+		t.Skipf("%s is built for sm_90a by NVRTC 12+ only; here %s, NVRTC %d.%d", file, g.arch, g.nv.major, g.nv.minor)
+	}
+	for _, name := range kernels {
+		if _, ok := g.kernels[name]; !ok {
+			t.Fatalf("%s was not loaded", name)
+		}
+	}
+	return g
+}
+
+// testWGMaps encodes the tensor maps of x (M x K, rows ldx apart, boxes of
+// a 64-row tile) and W (OC x K, boxes of wgWeightBoxRows rows) in C memory
+// the test frees at its end, returning their addresses.
+func testWGMaps(t *testing.T, g *gpu, x devPtr, M, K, ldx int, w devPtr, OC int) (xMap, wMap uintptr) {
+	t.Helper()
 	arena, err := newCArena(4096)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer arena.free()
+	t.Cleanup(arena.free)
 	host, _ := arena.alloc(3 * tensorMapBytes)
 	host = unsafe.Pointer((uintptr(host) + 63) &^ 63) // CUtensorMap is 64-byte aligned
-	xMap, wMap := host, unsafe.Add(host, tensorMapBytes)
-	if err := g.encodeTensorMap(xMap, arena, c.dx, M, K, c.ldx, wgTileM); err != nil {
+	xp, wp := host, unsafe.Add(host, tensorMapBytes)
+	if err := g.encodeTensorMap(xp, arena, x, M, K, ldx, wgTileM); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.encodeTensorMap(wMap, arena, c.dW, OC, K, K, wgWeightBoxRows); err != nil {
+	if err := g.encodeTensorMap(wp, arena, w, OC, K, K, wgWeightBoxRows); err != nil {
 		t.Fatal(err)
 	}
-	c.runAndCheck(t, g, twice, func() error {
-		return g.wgGemm(bn, cluster, splits, c.out, c.ldo, uintptr(xMap), uintptr(wMap), c.db16, c.db32, M, K/splits, OC, mode, wgLNArgs{})
-	})
+	return uintptr(xp), uintptr(wp)
 }
 
 func TestWgSplits(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
-	"unsafe"
 )
 
 // TestQ3Wgmma runs q3_wg.cu's kernels against a float64 reference on the
@@ -17,16 +16,9 @@ import (
 // random values); what lies past a row's columns or past the last row
 // must stay so.
 func TestQ3Wgmma(t *testing.T) {
-	g := testGPU(t)
-	if kernelArch(q3WGFile, g.arch, g.nv.major) == "" {
-		t.Skipf("q3_wg.cu is built for sm_90a by NVRTC 12+ only; here %s, NVRTC %d.%d", g.arch, g.nv.major, g.nv.minor)
-	}
+	g := wgTestGPU(t, q3WGFile, q3WGKernelNames())
 	for _, name := range q3WGKernelNames() {
-		k, ok := g.kernels[name]
-		if !ok {
-			t.Fatalf("%s was not loaded", name)
-		}
-		if err := g.setMaxDynamicSmem(k, g.smemOptIn-q3WGStaticSmem); err != nil {
+		if err := g.setMaxDynamicSmem(g.kernels[name], g.smemOptIn-q3WGStaticSmem); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -80,21 +72,8 @@ func runQ3WGCase(t *testing.T, g *gpu, r *rand.Rand, M, K, OC, mode, bn, splits,
 		out = devBuf(t, g, 2*(M+1)*ldo) // NaN in bf16
 	}
 	dx, dW := upload(t, g, toBF16(x)), upload(t, g, toBF16(W))
-	arena, err := newCArena(4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer arena.free()
-	host, _ := arena.alloc(3 * tensorMapBytes)
-	host = unsafe.Pointer((uintptr(host) + 63) &^ 63) // CUtensorMap is 64-byte aligned
-	xMap, wMap := host, unsafe.Add(host, tensorMapBytes)
-	if err := g.encodeTensorMap(xMap, arena, dx, M, K, ldx, wgTileM); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.encodeTensorMap(wMap, arena, dW, OC, K, K, wgWeightBoxRows); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.q3WGGemm(bn, splits, cluster, out, ldo, uintptr(xMap), uintptr(wMap), M, K, OC, mode); err != nil {
+	xMap, wMap := testWGMaps(t, g, dx, M, K, ldx, dW, OC)
+	if err := g.q3WGGemm(bn, splits, cluster, out, ldo, xMap, wMap, M, K, OC, mode); err != nil {
 		t.Fatal(err)
 	}
 	var got []float32
