@@ -1,10 +1,11 @@
 // q3_wg.cu: the rotary block's projections at 17-128 token rows on
 // Hopper (sm_90a only), through wg.cuh's TMA + warpgroup MMA kernel in
-// bf16: q|k|v (WG_OUT_BF16) and gate|up with SwiGLU in the epilogue
-// (WG_SWIGLU_BF16) in one K slice of up to 16 k tiles (K = 1024 for
-// Qwen3-0.6B), o_proj and down_proj adding into the fp32 residual stream
+// bf16: o_proj and down_proj adding into the fp32 residual stream
 // (GEMV_RESIDUAL), K split over blocks that add their sums with
-// red.global.add (q3_wg.go picks the widths and slices).
+// red.global.add; up to 64 rows (rotaryWGOneSliceRows) also q|k|v
+// (WG_OUT_BF16) and gate|up with SwiGLU in the epilogue (WG_SWIGLU_BF16)
+// in one K slice of up to 16 k tiles (K = 1024 for Qwen3-0.6B). q3_wg.go
+// picks the widths and slices.
 //
 // Why not cuBLASLt at these rows: on the H100 its four projections of a
 // batch-128 decode step take 39 us a layer for 31.5 MB of weights (0.8
