@@ -173,8 +173,14 @@ func (q *rotaryState) freeRotaryWG() {
 
 // useWG reports whether a step of rows token rows takes its projections
 // through q3_wg.cu (steps q3_gemv.cu takes stay there).
+//
+// A step's last 64-row tile may reach past the MaxStepTokens rows the x
+// maps cover: the TMA reads those rows as zeros (TestQ3Wgmma's maps end at
+// the last row), and the epilogue stores only real rows. So every step of
+// up to rotaryWGRows rows takes it, as prewarmRotaryGEMMs assumes when it
+// plans no cuBLASLt GEMM for them.
 func (s *rotaryStep) useWG(rows int) bool {
-	return s.q.wg.ok && rows <= rotaryWGRows && !s.useGemv(rows) && ceilDiv(rows, wgTileM)*wgTileM <= s.d.opts.MaxStepTokens
+	return s.q.wg.ok && rows <= rotaryWGRows && !s.useGemv(rows)
 }
 
 // wgGemm: out = inp (N, K) @ w^T through q3_wg.cu with the epilogue mode
