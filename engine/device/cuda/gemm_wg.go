@@ -221,34 +221,48 @@ func (d *Device) buildWGMaps() error {
 	if !d.path.wgOK {
 		return nil
 	}
-	type matrix struct {
-		ptr                 devPtr
-		rows, cols, boxRows int
-	}
 	C, N := d.cfg.Channels, d.opts.MaxStepTokens
-	mats := []matrix{{d.act.ln, N, C, wgTileM}, {d.act.attn, N, C, wgTileM}, {d.act.fc, N, 4 * C, wgTileM}}
+	mats := []tmaMatrix{{d.act.ln, N, C, wgTileM}, {d.act.attn, N, C, wgTileM}, {d.act.fc, N, 4 * C, wgTileM}}
 	for _, l := range d.w.layers {
-		mats = append(mats, matrix{l.qkvW, 3 * C, C, wgWeightBoxRows}, matrix{l.attProjW, C, C, wgWeightBoxRows},
-			matrix{l.fcW, 4 * C, C, wgWeightBoxRows}, matrix{l.fcProjW, C, 4 * C, wgWeightBoxRows})
+		mats = append(mats, tmaMatrix{l.qkvW, 3 * C, C, wgWeightBoxRows}, tmaMatrix{l.attProjW, C, C, wgWeightBoxRows},
+			tmaMatrix{l.fcW, 4 * C, C, wgWeightBoxRows}, tmaMatrix{l.fcProjW, C, 4 * C, wgWeightBoxRows})
 	}
 	var err error
-	if d.tma.arena, err = newCArena(len(mats)*tensorMapBytes + 4096); err != nil {
-		return err
-	}
-	host, err := d.tma.arena.alloc(len(mats)*tensorMapBytes + 64)
+	d.tma, err = d.g.encodeTensorMaps(mats)
+	return err
+}
+
+// tmaMatrix is a row-major 16-bit matrix (rows x cols, dense) that
+// gemm_wg.cu or q3_wg.cu reads through a tensor map in boxes of boxRows x
+// 64 elements.
+type tmaMatrix struct {
+	ptr                 devPtr
+	rows, cols, boxRows int
+}
+
+// encodeTensorMaps encodes the tensor map of each of mats into C memory of
+// its own, keyed by the matrix's address. On an error nothing is kept.
+func (g *gpu) encodeTensorMaps(mats []tmaMatrix) (wgMaps, error) {
+	arena, err := newCArena(len(mats)*tensorMapBytes + 4096)
 	if err != nil {
-		return err
+		return wgMaps{}, err
+	}
+	host, err := arena.alloc(len(mats)*tensorMapBytes + 64)
+	if err != nil {
+		arena.free()
+		return wgMaps{}, err
 	}
 	host = unsafe.Pointer((uintptr(host) + 63) &^ 63) // CUtensorMap is 64-byte aligned
-	d.tma.maps = make(map[devPtr]uintptr, len(mats))
+	maps := make(map[devPtr]uintptr, len(mats))
 	for i, m := range mats {
 		p := unsafe.Add(host, i*tensorMapBytes)
-		if err := d.g.encodeTensorMap(p, d.tma.arena, m.ptr, m.rows, m.cols, m.cols, m.boxRows); err != nil {
-			return err
+		if err := g.encodeTensorMap(p, arena, m.ptr, m.rows, m.cols, m.cols, m.boxRows); err != nil {
+			arena.free()
+			return wgMaps{}, err
 		}
-		d.tma.maps[m.ptr] = uintptr(p)
+		maps[m.ptr] = uintptr(p)
 	}
-	return nil
+	return wgMaps{maps: maps, arena: arena}, nil
 }
 
 // wgSplits is how many slices of at most wgMaxKT k tiles a projection of

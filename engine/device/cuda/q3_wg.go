@@ -1,9 +1,6 @@
 package cuda
 
-import (
-	"fmt"
-	"unsafe"
-)
+import "fmt"
 
 // q3_wg.cu: the rotary block's projections at up to rotaryWGRows token rows
 // on Hopper, through wg.cuh's TMA + warpgroup MMA kernel in bf16 (the
@@ -57,9 +54,8 @@ func q3WGKernelNames() []string {
 // tensor maps of the projection inputs (every row of the buffers) and of
 // each layer's weights, in C memory, keyed by the matrix's address.
 type rotaryWG struct {
-	ok    bool
-	maps  map[devPtr]uintptr
-	arena *cArena
+	ok  bool
+	tma wgMaps
 }
 
 // q3WGShape is a projection's launch through q3_wg.cu: its column tile
@@ -128,45 +124,26 @@ func (d *Device) resolveRotaryWG() error {
 			return err
 		}
 	}
-	type matrix struct {
-		ptr                 devPtr
-		rows, cols, boxRows int
-	}
 	N := d.opts.MaxStepTokens
-	mats := []matrix{{q.act.norm, N, C, wgTileM}, {q.act.att, N, A, wgTileM}, {q.act.hidden, N, q.I, wgTileM}}
+	mats := []tmaMatrix{{q.act.norm, N, C, wgTileM}, {q.act.att, N, A, wgTileM}, {q.act.hidden, N, q.I, wgTileM}}
 	for _, l := range q.w.layers {
-		mats = append(mats, matrix{l.qkv, q.qkvWidth, C, wgWeightBoxRows}, matrix{l.o, C, A, wgWeightBoxRows},
-			matrix{l.gateUp, 2 * q.I, C, wgWeightBoxRows}, matrix{l.down, C, q.I, wgWeightBoxRows})
+		mats = append(mats, tmaMatrix{l.qkv, q.qkvWidth, C, wgWeightBoxRows}, tmaMatrix{l.o, C, A, wgWeightBoxRows},
+			tmaMatrix{l.gateUp, 2 * q.I, C, wgWeightBoxRows}, tmaMatrix{l.down, C, q.I, wgWeightBoxRows})
 	}
-	arena, err := newCArena(len(mats)*tensorMapBytes + 4096)
+	// bf16 through fp16's maps: the TMA moves 2-byte elements either way,
+	// and its zero fill is the same bits.
+	tma, err := g.encodeTensorMaps(mats)
 	if err != nil {
 		return err
 	}
-	host, err := arena.alloc(len(mats)*tensorMapBytes + 64)
-	if err != nil {
-		arena.free()
-		return err
-	}
-	host = unsafe.Pointer((uintptr(host) + 63) &^ 63) // CUtensorMap is 64-byte aligned
-	maps := make(map[devPtr]uintptr, len(mats))
-	for i, m := range mats {
-		p := unsafe.Add(host, i*tensorMapBytes)
-		// bf16 through fp16's map: the TMA moves 2-byte elements either way,
-		// and its zero fill is the same bits.
-		if err := g.encodeTensorMap(p, arena, m.ptr, m.rows, m.cols, m.cols, m.boxRows); err != nil {
-			arena.free()
-			return err
-		}
-		maps[m.ptr] = uintptr(p)
-	}
-	q.wg = rotaryWG{ok: true, maps: maps, arena: arena}
+	q.wg = rotaryWG{ok: true, tma: tma}
 	return nil
 }
 
 // freeRotaryWG releases the tensor maps' C memory.
 func (q *rotaryState) freeRotaryWG() {
-	if q.wg.arena != nil {
-		q.wg.arena.free()
+	if q.wg.tma.arena != nil {
+		q.wg.tma.arena.free()
 	}
 	q.wg = rotaryWG{}
 }
@@ -192,8 +169,8 @@ func (s *rotaryStep) wgGemm(name string, out devPtr, ldo int, inp, w devPtr, K, 
 	}
 	g := s.d.g
 	bn, splits, ok := q3WGShape(g.smCount, g.smemOptIn-q3WGStaticSmem, s.N, K, oc, mode == gemvResidual)
-	xMap, okX := s.q.wg.maps[inp]
-	wMap, okW := s.q.wg.maps[w]
+	xMap, okX := s.q.wg.tma.maps[inp]
+	wMap, okW := s.q.wg.tma.maps[w]
 	if !ok || !okX || !okW {
 		s.end(name, fmt.Errorf("cuda: %s has no q3_wg.cu launch for %d rows, K %d, %d columns", name, s.N, K, oc))
 		return
@@ -216,23 +193,23 @@ func (g *gpu) q3WGGemm(bn, splits, cluster int, out devPtr, ldo int, xMap, wMap 
 		argInt(rows), argInt(K/splits), argInt(oc), argInt(mode), argPtr(0), argPtr(0), argPtr(0), argF32(0))
 }
 
-// oneSliceWG reports whether a step of rows token rows takes q|k|v and
-// gate|up through q3_wg.cu too (useWG's steps take o_proj and down_proj).
-func (s *rotaryStep) oneSliceWG(rows int) bool {
-	limit := rotaryWGOneSliceRows
-	if n := s.d.opts.force.rotaryWGOneSliceRows; n > 0 {
-		limit = n
+// rotaryOneSliceRows is the most rows whose q|k|v and gate|up take
+// q3_wg.cu (useWG's steps take o_proj and down_proj): rotaryWGOneSliceRows
+// unless the lab forces another limit.
+func (d *Device) rotaryOneSliceRows() int {
+	if n := d.opts.force.rotaryWGOneSliceRows; n > 0 {
+		return n
 	}
-	return rows <= limit
+	return rotaryWGOneSliceRows
 }
 
 // layersWG enqueues the layers of a step useWG takes: RMSNorm kernels
 // between the projections, o_proj and down_proj through q3_wg.cu, q|k|v
-// and gate|up (SwiGLU in its epilogue) too where oneSliceWG says so, else
+// and gate|up (SwiGLU in its epilogue) too up to rotaryOneSliceRows, else
 // through cuBLASLt and the SwiGLU kernel.
 func (s *rotaryStep) layersWG() {
 	d, q, C, A := s.d, s.q, s.d.cfg.Channels, s.q.NH*s.q.HD
-	oneSlice := s.oneSliceWG(s.N)
+	oneSlice := s.N <= d.rotaryOneSliceRows()
 	for l := range q.w.layers {
 		w := &q.w.layers[l]
 		s.rmsnorm("rmsnorm_1", q.act.norm, 0, w.ln1, s.N)

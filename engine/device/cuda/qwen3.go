@@ -466,11 +466,7 @@ func (d *Device) prewarmRotaryGEMMs() error {
 	cublas := func(n int) bool { return !q.gemvOK || n > maxGemvRows } // smaller steps run q3_gemv.cu
 	// Steps q3_wg.cu takes whole need no plan (their LM head, of fewer rows,
 	// may); above rotaryWGOneSliceRows rows they need q|k|v's and gate|up's.
-	oneSlice := rotaryWGOneSliceRows
-	if n := d.opts.force.rotaryWGOneSliceRows; n > 0 {
-		oneSlice = n
-	}
-	layers := func(n int) bool { return cublas(n) && (!q.wg.ok || n > oneSlice) }
+	layers := func(n int) bool { return cublas(n) && (!q.wg.ok || n > d.rotaryOneSliceRows()) }
 	for _, n := range gemmBuckets(d.opts.MaxStepTokens, layers) {
 		for _, m := range []struct {
 			name        string
