@@ -60,6 +60,7 @@ type forcedPaths struct {
 	noRotaryWG           bool // the rotary block's projections at 17-128 rows through cuBLASLt (no q3_wg.cu)
 	rotaryWGCluster      int  // q3_wg.cu's launches in clusters of this many column tiles sharing x (0, 1: none)
 	rotaryWGOneSliceRows int  // the most rows whose q|k|v and gate|up take q3_wg.cu (0: rotaryWGOneSliceRows)
+	noRopeInAttention    bool // q3_qk_rope_kv in every step (no q3_attn_rows_rope)
 }
 
 // DefaultOptions are used for every zero field of Options.

@@ -20,9 +20,17 @@ type decodeGraph struct {
 	nodeEvent   uintptr // the event sampleNode records at the next launch
 }
 
-// graphKey names a captured decode graph: its padded batch size, and the
-// stage whose device inputs (staging.devIn) its kernels read.
-type graphKey struct{ size, stage int }
+// graphKey names a captured decode graph: its padded batch size, the stage
+// whose device inputs (staging.devIn) its kernels read, and whether the step
+// has prompt chunks laid out as rows (the rotary block's decode-only steps
+// launch other kernels: forwardRotary).
+type graphKey struct {
+	size, stage int
+	chunkRows   bool
+}
+
+// graphKey is the key of the graph that runs p.
+func (p *stepPlan) graphKey() graphKey { return graphKey{p.graphBatch, p.stage, p.chunkSeqs > 0} }
 
 // graphSizeFor is the smallest captured size >= n, or 0 (run eagerly).
 func (d *Device) graphSizeFor(n int) int {
@@ -39,7 +47,7 @@ func (d *Device) graphSizeFor(n int) int {
 // seen (which builds the cuBLASLt plans outside any capture), captured and
 // launched the first time after that from each stage, launched from then on.
 func (d *Device) runGraph(p *stepPlan) error {
-	key := graphKey{p.graphBatch, p.stage}
+	key := p.graphKey()
 	gr := d.graphs.byKey[key]
 	if gr == nil {
 		gr = &decodeGraph{}
@@ -75,11 +83,11 @@ func (d *Device) runGraph(p *stepPlan) error {
 	return drv.check("cuGraphLaunch", r)
 }
 
-// graphSizeSeen reports whether a step of key's size ran from another stage
-// (the plans it needs exist).
+// graphSizeSeen reports whether a step of key's size ran under another key
+// (from another stage, or with the other layout): the plans it needs exist.
 func (d *Device) graphSizeSeen(key graphKey) bool {
 	for k := range d.graphs.byKey {
-		if k.size == key.size && k.stage != key.stage {
+		if k.size == key.size && k != key {
 			return true
 		}
 	}

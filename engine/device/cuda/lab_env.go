@@ -13,7 +13,8 @@ import (
 //   - ROSEINFER_CUDA_FORCE, a comma list: "nopdl" launches without
 //     programmatic dependent launch, "cublaslt" takes every projection to
 //     cuBLASLt, "rowsblocks=N" has rotarySplits fill N decode-row attention
-//     blocks an SM, "noq3wg" leaves q3_wg.cu out, "q3wgcluster=N" launches
+//     blocks an SM, "noq3wg" leaves q3_wg.cu out, "noropefold" keeps
+//     q3_qk_rope_kv in decode-only steps, "q3wgcluster=N" launches
 //     it in clusters of N, "q3wgslice=N" sends q|k|v and gate|up of up to N
 //     rows through it (forcedPaths);
 //   - ROSEINFER_CUDA_KERNELS, a directory whose .cu and .cuh files replace
@@ -29,6 +30,8 @@ func init() {
 				o.force.cuBLASLt = true
 			case "noq3wg":
 				o.force.noRotaryWG = true
+			case "noropefold":
+				o.force.noRopeInAttention = true
 			default:
 				if n, ok := strings.CutPrefix(strings.TrimSpace(f), "rowsblocks="); ok {
 					o.force.rowsBlocks, _ = strconv.Atoi(n)

@@ -289,3 +289,10 @@ func (d *Device) chunkRows(b *device.Batch) int {
 	}
 	return rows
 }
+
+// decodeOnly reports whether every row of the step is one sequence's one
+// token (graph padding included): no row reads a key another row of the
+// step writes.
+func (p *stepPlan) decodeOnly() bool {
+	return p.lay.nTok > 0 && p.lay.nTiles == 0 && p.chunkSeqs == 0 && p.nDecode == p.lay.nTok
+}

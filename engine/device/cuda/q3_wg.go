@@ -219,7 +219,7 @@ func (s *rotaryStep) layersWG() {
 			s.gemm("gemm_qkv", q.act.qkv, dataR16BF, q.act.norm, w.qkv, C, q.qkvWidth, false)
 		}
 		s.qkRopeKV(l, w)
-		s.attention(l)
+		s.attention(l, w)
 		s.wgGemm("wg_o", d.act.residual, C, q.act.att, w.o, A, C, gemvResidual)
 		s.rmsnorm("rmsnorm_2", q.act.norm, 0, w.ln2, s.N)
 		if oneSlice {

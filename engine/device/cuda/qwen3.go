@@ -61,13 +61,13 @@ type rotaryActs struct {
 }
 
 type rotaryKernels struct {
-	embed, rmsnorm, rope, swiglu, attnRows, attnPrefill, combine, sample kernel
-	gemv                                                                 [2][2][2]kernel // [q3Gemv*][rows > 8][2 column tiles]
+	embed, rmsnorm, rope, swiglu, attnRows, attnRowsRope, attnPrefill, combine, sample kernel
+	gemv                                                                               [2][2][2]kernel // [q3Gemv*][rows > 8][2 column tiles]
 }
 
 // rotaryKernelNames are qwen3.cu's, q3_gemv.cu's and sample_large.cu's kernels.
 var rotaryKernelNames = append([]string{"q3_embed", "q3_rmsnorm", "q3_qk_rope_kv", "q3_swiglu", "q3_attn_combine",
-	"q3_attn_rows", "q3_attn_prefill", "sample_rows_large"},
+	"q3_attn_rows", "q3_attn_rows_rope", "q3_attn_prefill", "sample_rows_large"},
 	q3GemvKernelNames()...)
 
 // sampleLargeSmem is SAMPLE_DYNAMIC_SMEM in sample_large.cu.
@@ -89,7 +89,7 @@ func (d *Device) initRotary(w *model.Weights, lr loweredRotary) error {
 	}
 	for dst, name := range map[*kernel]string{
 		&q.k.embed: "q3_embed", &q.k.rmsnorm: "q3_rmsnorm", &q.k.rope: "q3_qk_rope_kv", &q.k.swiglu: "q3_swiglu",
-		&q.k.combine: "q3_attn_combine", &q.k.attnRows: "q3_attn_rows",
+		&q.k.combine: "q3_attn_combine", &q.k.attnRows: "q3_attn_rows", &q.k.attnRowsRope: "q3_attn_rows_rope",
 		&q.k.attnPrefill: "q3_attn_prefill", &q.k.sample: "sample_rows_large",
 	} {
 		if err := get(dst, name); err != nil {
@@ -247,6 +247,7 @@ func interleaveHalves(x []float32, cols int) []float32 {
 // forwardRotary enqueues one step of the rotary block: forward's contract.
 func (d *Device) forwardRotary(p *stepPlan) error {
 	s := rotaryStep{d: d, q: d.q3, p: p, N: p.lay.nTok, M: p.lay.nSample}
+	s.ropeInAttention = p.decodeOnly() && !d.opts.force.noRopeInAttention
 	s.end("start", nil)
 	s.embed()
 	switch {
@@ -281,7 +282,7 @@ func (s *rotaryStep) layersGemv() {
 		w := &q.w.layers[l]
 		s.gemv("gemv_rms_qkv", q3GemvRMS, q.act.qkv, q.qkvWidth, d.act.residual, 0, 0, w.ln1, w.qkv, s.N, C, q.qkvWidth, gemvOut16)
 		s.qkRopeKV(l, w)
-		s.attention(l)
+		s.attention(l, w)
 		s.gemv("gemv_o", q3GemvPlain, d.act.residual, C, q.act.att, q.NH*q.HD, 0, 0, w.o, s.N, q.NH*q.HD, C, gemvAdd)
 		s.gemv("gemv_rms_gate_up_swiglu", q3GemvRMS, q.act.hidden, 2*q.I, d.act.residual, 0, 0, w.ln2, w.gateUp, s.N, C, 2*q.I, gemvSwiGLU)
 		s.gemv("gemv_down", q3GemvPlain, d.act.residual, C, q.act.hidden, q.I, 0, 0, w.down, s.N, q.I, C, gemvAdd)
@@ -297,7 +298,7 @@ func (s *rotaryStep) layersGemm() {
 		s.rmsnorm("rmsnorm_1", s.q.act.norm, 0, w.ln1, s.N)
 		s.gemm("gemm_qkv", s.q.act.qkv, dataR16BF, s.q.act.norm, w.qkv, d.cfg.Channels, s.q.qkvWidth, false)
 		s.qkRopeKV(l, w)
-		s.attention(l)
+		s.attention(l, w)
 		s.gemm("gemm_o", d.act.residual, dataR32F, s.q.act.att, w.o, s.q.NH*s.q.HD, d.cfg.Channels, true)
 		s.rmsnorm("rmsnorm_2", s.q.act.norm, 0, w.ln2, s.N)
 		s.gemm("gemm_gate_up", s.q.act.gateUp, dataR16BF, s.q.act.norm, w.gateUp, d.cfg.Channels, 2*s.q.I, false)
@@ -313,7 +314,11 @@ type rotaryStep struct {
 	q    *rotaryState
 	p    *stepPlan
 	N, M int
-	err  error
+	// ropeInAttention: every row is one sequence's one token, so the
+	// decode-row attention also normalises, rotates and caches its rows'
+	// queries and keys (q3_attn_rows_rope) and q3_qk_rope_kv is not launched.
+	ropeInAttention bool
+	err             error
 }
 
 func (s *rotaryStep) end(name string, err error) {
@@ -362,9 +367,9 @@ func (s *rotaryStep) gemm(name string, out devPtr, outType int, inp, w devPtr, k
 }
 
 // qkRopeKV: q/k RMSNorm and rotation in place, keys and values of every row
-// into layer l's cache.
+// into layer l's cache (in steps with ropeInAttention the attention does it).
 func (s *rotaryStep) qkRopeKV(l int, w *rotaryLayer) {
-	if s.err != nil {
+	if s.err != nil || s.ropeInAttention {
 		return
 	}
 	d, q, p, lay := s.d, s.q, s.p, &s.p.lay
@@ -378,7 +383,7 @@ func (s *rotaryStep) qkRopeKV(l int, w *rotaryLayer) {
 // attention: the one-token rows through the decode-row kernel, split over
 // key slices where they are few (rotarySplits), and the prompt chunks'
 // tiles through the prefill kernel, all over the paged cache.
-func (s *rotaryStep) attention(l int) {
+func (s *rotaryStep) attention(l int, w *rotaryLayer) {
 	if s.err != nil {
 		return
 	}
@@ -388,10 +393,15 @@ func (s *rotaryStep) attention(l int) {
 	var err error
 	if p.nDecode > 0 {
 		nsplit := d.rotarySplits(p.nDecode)
-		err = d.g.launch(q.k.attnRows, p.nDecode, q.NKV, nsplit, 128, 0,
-			argPtr(q.act.att), argPtr(q.act.part), argPtr(q.act.qkv), argPtr(kc), argPtr(vc), argPtr(p.in(lay.pos)),
+		args := []uint64{argPtr(q.act.att), argPtr(q.act.part), argPtr(q.act.qkv), argPtr(kc), argPtr(vc), argPtr(p.in(lay.pos)),
 			argPtr(p.in(lay.decSeqs)), argPtr(p.in(lay.qStart)), argPtr(p.in(lay.blockTables)), argPtr(p.in(lay.btStride)),
-			argInt(q.NH), argInt(q.NKV), argInt(d.kv.BlockSizeTokens), argF32(scale), argInt(nsplit))
+			argInt(q.NH), argInt(q.NKV), argInt(d.kv.BlockSizeTokens), argF32(scale), argInt(nsplit)}
+		k := q.k.attnRows
+		if s.ropeInAttention {
+			k = q.k.attnRowsRope
+			args = append(args, argPtr(w.qNorm), argPtr(w.kNorm), argPtr(q.act.rope), argPtr(p.in(lay.slots)), argF32(q.eps))
+		}
+		err = d.g.launch(k, p.nDecode, q.NKV, nsplit, 128, 0, args...)
 		if err == nil && nsplit > 1 {
 			err = d.g.launch(q.k.combine, p.nDecode, q.NH, 1, q.HD, 0, argPtr(q.act.att), argPtr(q.act.part),
 				argPtr(p.in(lay.decSeqs)), argPtr(p.in(lay.qStart)), argInt(q.NH), argInt(nsplit))

@@ -57,10 +57,11 @@ func TestRotaryLogitsVsCPU(t *testing.T) {
 	// runs o_proj and down_proj through q3_wg.cu, and all four with
 	// rotaryWGOneSliceRows forced to 128.
 	for _, o := range []Options{{}, {NoCUDAGraph: true}, {ChunkRows: -1}, {force: forcedPaths{noPDL: true}},
-		{force: forcedPaths{cuBLASLt: true}}, {force: forcedPaths{rotaryWGOneSliceRows: 128}}} {
+		{force: forcedPaths{cuBLASLt: true}}, {force: forcedPaths{rotaryWGOneSliceRows: 128}},
+		{force: forcedPaths{noRopeInAttention: true}}} {
 		o.MaxStepTokens, o.MaxSeqs = 1024, 64
-		t.Run(fmt.Sprintf("noCUDAGraph=%v_chunkRows=%d_noPDL=%v_cuBLASLt=%v_wgOneSlice=%d", o.NoCUDAGraph, o.ChunkRows, o.force.noPDL,
-			o.force.cuBLASLt, o.force.rotaryWGOneSliceRows), func(t *testing.T) {
+		t.Run(fmt.Sprintf("noCUDAGraph=%v_chunkRows=%d_noPDL=%v_cuBLASLt=%v_wgOneSlice=%d_noRopeInAttention=%v", o.NoCUDAGraph,
+			o.ChunkRows, o.force.noPDL, o.force.cuBLASLt, o.force.rotaryWGOneSliceRows, o.force.noRopeInAttention), func(t *testing.T) {
 			d := newTestDevice(t, w, o)
 			if wgBuilt := kernelArch(q3WGFile, d.g.arch, d.g.nv.major) != ""; wgBuilt && !o.force.cuBLASLt && !d.q3.wg.ok {
 				t.Fatal("q3_wg.cu was built but its 17-128-row steps are off") // the first step has 78 rows

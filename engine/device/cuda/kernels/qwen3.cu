@@ -96,6 +96,29 @@ extern "C" __global__ void __launch_bounds__(256) q3_rmsnorm(bf16_t* out, const 
 // partner (j + 64) is in lane l ^ 16. rope (N, 64) holds each row's
 // (cos, sin) (q3_embed). A warp's heads are loaded before any is worked on,
 // so that a warp has more than one 256-byte load in flight.
+// q3_norm_rope: a warp's q or k head, lane l holding elements 4l..4l+3
+// (raw, bf16), through RMSNorm with the weights nw (the lane's four) and the
+// rotation by cs (the lane's (cos, sin)), packed back into bf16.
+__device__ __forceinline__ uint2 q3_norm_rope(uint2 raw, const float (&nw)[4], const float2 (&cs)[4], float eps) {
+    const int lane = threadIdx.x % 32;
+    float v[4] = {__uint_as_float(raw.x << 16), __uint_as_float(raw.x & 0xffff0000u), __uint_as_float(raw.y << 16),
+                  __uint_as_float(raw.y & 0xffff0000u)};
+    const float ss = warp_sum(v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + v[3] * v[3]);
+    const float inv = rsqrtf(ss / 128 + eps);
+#pragma unroll
+    for (int c = 0; c < 4; c++) v[c] = v[c] * inv * nw[c];
+    float o[4];
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+        const float partner = __shfl_xor_sync(0xffffffffu, v[c], 16);
+        o[c] = lane < 16 ? v[c] * cs[c].x - partner * cs[c].y : v[c] * cs[c].x + partner * cs[c].y;
+    }
+    uint2 packed;
+    packed.x = (uint32_t)f2bf(o[0]) | ((uint32_t)f2bf(o[1]) << 16);
+    packed.y = (uint32_t)f2bf(o[2]) | ((uint32_t)f2bf(o[3]) << 16);
+    return packed;
+}
+
 #define Q3_ROPE_HEADS 4  // rotaryRopeHeads
 extern "C" __global__ void q3_qk_rope_kv(bf16_t* qkv, bf16_t* kc, bf16_t* vc, const float* qn, const float* kn,
                                          const float2* rope, const int* slots, int N, int NH, int NKV, int B,
@@ -123,28 +146,8 @@ extern "C" __global__ void q3_qk_rope_kv(bf16_t* qkv, bf16_t* kc, bf16_t* vc, co
     for (int u = 0; u < Q3_ROPE_HEADS; u++) {
         const int h = h0 + u;
         if (h >= heads) break;
-        float v[4] = {bf2f((bf16_t)(raw[u].x & 0xffff)), bf2f((bf16_t)(raw[u].x >> 16)), bf2f((bf16_t)(raw[u].y & 0xffff)),
-                      bf2f((bf16_t)(raw[u].y >> 16))};
         const bool isV = h >= NH + NKV;
-        if (!isV) {
-            const float* nw = h < NH ? qw : kw;
-            float ss = v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + v[3] * v[3];
-            ss = warp_sum(ss);
-            const float inv = rsqrtf(ss / HD + eps);
-#pragma unroll
-            for (int c = 0; c < 4; c++) v[c] = v[c] * inv * nw[c];
-            float o[4];
-#pragma unroll
-            for (int c = 0; c < 4; c++) {
-                const float partner = __shfl_xor_sync(0xffffffffu, v[c], 16);
-                o[c] = lane < 16 ? v[c] * cs[c].x - partner * cs[c].y : v[c] * cs[c].x + partner * cs[c].y;
-            }
-#pragma unroll
-            for (int c = 0; c < 4; c++) v[c] = o[c];
-        }
-        uint2 packed;
-        packed.x = (uint32_t)f2bf(v[0]) | ((uint32_t)f2bf(v[1]) << 16);
-        packed.y = (uint32_t)f2bf(v[2]) | ((uint32_t)f2bf(v[3]) << 16);
+        const uint2 packed = isV ? raw[u] : q3_norm_rope(raw[u], h < NH ? qw : kw, cs, eps);
         if (h < NH) {
             *reinterpret_cast<uint2*>(row + (size_t)h * HD) = packed;
         } else if (slot >= 0) {
@@ -349,13 +352,36 @@ __device__ __forceinline__ void q3_attn_merge(float* o_s, float* ml_s, const flo
     }
 }
 
-extern "C" __global__ void __launch_bounds__(128, Q3_ROWS_BLOCKS) q3_attn_rows(
-    bf16_t* att, float* part, const bf16_t* qkv, const bf16_t* kc, const bf16_t* vc, const int* pos,
-    const int* dec_seqs, const int* q_start, const int* block_tables, const int* bt_stride, int NH, int NKV, int B,
-    float scale_log2, int nsplit) {
+// ld_kv_fresh is ld_kv for a load that may be of the key or value this
+// block wrote itself (fresh): that one goes through the coherent path,
+// since the read-only path may not see a write made during the kernel.
+__device__ __forceinline__ uint4 ld_kv_fresh(const bf16_t* p, bool fresh) {
+    uint4 v;
+    asm volatile(
+        "{\n .reg .pred f;\n setp.ne.b32 f, %5, 0;\n"
+        " @f ld.global.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+        " @!f ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n}"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "r"((int)fresh));
+    return v;
+}
+
+// q3_attn_rows_impl is q3_attn_rows; with ROPE it is q3_attn_rows_rope,
+// which also does q3_qk_rope_kv's work for its rows (steps whose every row is
+// one sequence's one token, so that no row reads another row's new key): a
+// block normalises and rotates its G query heads into shared memory, and the
+// block whose slice ends at the row's last key (its owner) normalises and
+// rotates the row's key, writes it and the value into the cache, and reads
+// them back through the coherent path. One launch a layer fewer.
+template <bool ROPE>
+__device__ __forceinline__ void q3_attn_rows_impl(bf16_t* att, float* part, const bf16_t* qkv, bf16_t* kc, bf16_t* vc,
+                                                  const int* pos, const int* dec_seqs, const int* q_start,
+                                                  const int* block_tables, const int* bt_stride, int NH, int NKV, int B,
+                                                  float scale_log2, int nsplit, const float* qn, const float* kn,
+                                                  const float2* rope, const int* slots, float eps) {
     grid_dep_launch();
     __shared__ float o_s[Q3_WARPS][8][Q3_HD];
     __shared__ float ml_s[Q3_WARPS][8][2];
+    __shared__ __align__(16) bf16_t q_s[ROPE ? 8 : 1][Q3_HD];
     const int j = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
     const int G = NH / NKV;
@@ -366,9 +392,41 @@ extern "C" __global__ void __launch_bounds__(128, Q3_ROWS_BLOCKS) q3_attn_rows(
     const int k0 = split * chunk, k1 = min(ctx, k0 + chunk);
     const int* bt = block_tables + (size_t)entry * bt_stride[0];
     const int width = (NH + 2 * NKV) * Q3_HD;
+    const bool owner = ROPE && k0 < ctx && k1 == ctx;
+    float qw[4], kw[4];  // the norms' weights: no kernel writes them
+    if (ROPE) {
+#pragma unroll
+        for (int c = 0; c < 4; c++) qw[c] = qn[4 * lane + c], kw[c] = kn[4 * lane + c];
+    }
     grid_dep_wait();
     uint32_t qa[16];  // qa[4i + w]: word w of piece 4i + t of head g's query
-    {
+    if (ROPE) {
+        const bf16_t* qrow = qkv + (size_t)row * width + 4 * lane;
+        float2 cs[4];
+#pragma unroll
+        for (int c = 0; c < 4; c++) cs[c] = rope[(size_t)row * 64 + (4 * lane + c) % 64];
+        // Units 0..G-1 are the query heads, G the key, G + 1 the value.
+        for (int u = warp; u < G + (owner ? 2 : 0); u += Q3_WARPS) {
+            const int h = u < G ? kvh * G + u : u == G ? NH + kvh : NH + NKV + kvh;
+            const uint2 raw = *reinterpret_cast<const uint2*>(qrow + (size_t)h * Q3_HD);
+            const uint2 out = u == G + 1 ? raw : q3_norm_rope(raw, u < G ? qw : kw, cs, eps);
+            if (u < G) {
+                *reinterpret_cast<uint2*>(&q_s[u][4 * lane]) = out;
+            } else {
+                const int slot = slots[row];
+                if (slot >= 0) {
+                    bf16_t* dst = (u == G ? kc : vc) + kv_offset(kv_block(slot, B), kvh, kv_slot(slot, B), NKV, B, Q3_HD);
+                    *reinterpret_cast<uint2*>(dst + 4 * lane) = out;
+                }
+            }
+        }
+        __syncthreads();  // the queries and the owner's key and value are in place
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint4 u = g < G ? *reinterpret_cast<const uint4*>(&q_s[g][32 * i + 8 * t]) : make_uint4(0u, 0u, 0u, 0u);
+            qa[4 * i] = u.x, qa[4 * i + 1] = u.y, qa[4 * i + 2] = u.z, qa[4 * i + 3] = u.w;
+        }
+    } else {
         const bf16_t* qp = qkv + (size_t)row * width + (size_t)(kvh * G + g) * Q3_HD + 8 * t;
 #pragma unroll
         for (int i = 0; i < 4; i++) {
@@ -389,18 +447,37 @@ extern "C" __global__ void __launch_bounds__(128, Q3_ROWS_BLOCKS) q3_attn_rows(
             const int key = min(kb + 8 * nt + g, k1 - 1);
             const bf16_t* kp = kc + kv_offset(bt[kv_block(key, B)], kvh, kv_slot(key, B), NKV, B, Q3_HD) + 8 * t;
 #pragma unroll
-            for (int i = 0; i < 4; i++) kr[nt][i] = ld_kv(kp + 32 * i);
+            for (int i = 0; i < 4; i++) kr[nt][i] = ROPE ? ld_kv_fresh(kp + 32 * i, owner && key == ctx - 1) : ld_kv(kp + 32 * i);
         }
 #pragma unroll
         for (int v = 0; v < 4; v++) {
             const int key = min(kb + 2 * t + (v & 1) + 8 * (v >> 1), k1 - 1);
             const bf16_t* vp = vc + kv_offset(bt[kv_block(key, B)], kvh, kv_slot(key, B), NKV, B, Q3_HD) + 8 * g;
-            vr[v][0] = ld_kv(vp);
-            vr[v][1] = ld_kv(vp + 64);
+            const bool fresh = owner && key == ctx - 1;
+            vr[v][0] = ROPE ? ld_kv_fresh(vp, fresh) : ld_kv(vp);
+            vr[v][1] = ROPE ? ld_kv_fresh(vp + 64, fresh) : ld_kv(vp + 64);
         }
         q3_attn_step(o, m, l, qa, kr, vr, kb, k1, G, scale_log2);
     }
     q3_attn_merge(&o_s[0][0][0], &ml_s[0][0][0], o, m, l, att, part, row, j, kvh, split, NH, G, nsplit);
+}
+
+extern "C" __global__ void __launch_bounds__(128, Q3_ROWS_BLOCKS) q3_attn_rows(
+    bf16_t* att, float* part, const bf16_t* qkv, const bf16_t* kc, const bf16_t* vc, const int* pos,
+    const int* dec_seqs, const int* q_start, const int* block_tables, const int* bt_stride, int NH, int NKV, int B,
+    float scale_log2, int nsplit) {
+    q3_attn_rows_impl<false>(att, part, qkv, (bf16_t*)kc, (bf16_t*)vc, pos, dec_seqs, q_start, block_tables, bt_stride, NH,
+                             NKV, B, scale_log2, nsplit, nullptr, nullptr, nullptr, nullptr, 0.f);
+}
+
+// q3_attn_rows_rope: q3_attn_rows with q3_qk_rope_kv's work for its rows
+// (qn, kn, rope, slots and eps as q3_qk_rope_kv's).
+extern "C" __global__ void __launch_bounds__(128, Q3_ROWS_BLOCKS) q3_attn_rows_rope(
+    bf16_t* att, float* part, const bf16_t* qkv, bf16_t* kc, bf16_t* vc, const int* pos, const int* dec_seqs,
+    const int* q_start, const int* block_tables, const int* bt_stride, int NH, int NKV, int B, float scale_log2,
+    int nsplit, const float* qn, const float* kn, const float2* rope, const int* slots, float eps) {
+    q3_attn_rows_impl<true>(att, part, qkv, kc, vc, pos, dec_seqs, q_start, block_tables, bt_stride, NH, NKV, B,
+                            scale_log2, nsplit, qn, kn, rope, slots, eps);
 }
 
 // q3_attn_combine merges a decode row's key slices: grid (rows, NH), 128

@@ -1,0 +1,104 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestQ3AttnRowsRope checks q3_attn_rows_rope, the decode-row attention that
+// also normalises, rotates and caches its rows' queries, keys and values,
+// against the two kernels it replaces in decode-only steps (q3_qk_rope_kv,
+// then q3_attn_rows, each held to its own reference) on the same random
+// inputs: the outputs and both caches must be the same bits. Each sequence's
+// new slot holds NaN before, so a key or value the kernel did not write, or
+// read before writing, shows.
+func TestQ3AttnRowsRope(t *testing.T) {
+	if err := Available(); err != nil {
+		t.Skipf("no CUDA here: %v", err)
+	}
+	ctxs := []int{1, 15, 16, 17, 100, 333, 1029}
+	for _, G := range []int{1, 2, 5, 8} {
+		for _, nsplit := range []int{1, 3, 8} {
+			t.Run(fmt.Sprintf("G%d_split%d", G, nsplit), func(t *testing.T) {
+				runQ3AttnRowsRope(t, testGPU(t), rand.New(rand.NewPCG(uint64(G), uint64(nsplit))), G, 16, nsplit, ctxs)
+			})
+		}
+	}
+}
+
+func runQ3AttnRowsRope(t *testing.T, g *gpu, r *rand.Rand, G, B, nsplit int, ctxs []int) {
+	const NKV, HD, eps = q3TestKVHeads, rotaryHeadDim, 1e-6
+	NH, rows := G*NKV, len(ctxs)
+	c := newQ3Cache(r, ctxs, B)
+	pos, seqs, slots := make([]int32, rows), make([]int32, rows), make([]int32, rows)
+	nan := math.Float32frombits(0x7fc00000)
+	for s, n := range ctxs {
+		pos[s], seqs[s] = int32(n-1), int32(s)
+		slots[s] = c.bt[s*c.maxBlocks+(n-1)/B]*int32(B) + int32((n-1)%B)
+		for kvh := range NKV {
+			o := c.at(s, n-1, kvh)
+			for d := range HD {
+				c.k[o+d], c.v[o+d] = nan, nan
+			}
+		}
+	}
+	qkv := randQKV(r, rows, NH)
+	qn, kn := make([]float32, HD), make([]float32, HD)
+	for d := range HD {
+		qn[d], kn[d] = float32(1+0.2*r.NormFloat64()), float32(1+0.2*r.NormFloat64())
+	}
+	rope := make([]float32, 2*rows*HD/2) // (cos, sin) pairs
+	for i := 0; i < len(rope); i += 2 {
+		a := 2 * math.Pi * r.Float64()
+		rope[i], rope[i+1] = float32(math.Cos(a)), float32(math.Sin(a))
+	}
+	posDev, seqsDev, slotsDev := upload(t, g, pos), upload(t, g, seqs), upload(t, g, slots)
+	qnDev, knDev, ropeDev := upload(t, g, qn), upload(t, g, kn), upload(t, g, rope)
+	scale := float32(math.Log2E / math.Sqrt(HD))
+	type result struct{ att, k, v []uint16 }
+	run := func(fused bool) result {
+		qkvDev := upload(t, g, toBF16(qkv))
+		dK, dV, dBT, dStride := c.upload(t, g)
+		att := devBuf(t, g, 2*rows*NH*HD)
+		part := devBuf(t, g, 4*rows*NH*nsplit*(HD+2))
+		args := []uint64{argPtr(att), argPtr(part), argPtr(qkvDev), argPtr(dK), argPtr(dV), argPtr(posDev), argPtr(seqsDev),
+			argPtr(seqsDev), argPtr(dBT), argPtr(dStride), argInt(NH), argInt(NKV), argInt(B), argF32(scale), argInt(nsplit)}
+		name := "q3_attn_rows"
+		if fused {
+			name = "q3_attn_rows_rope"
+			args = append(args, argPtr(qnDev), argPtr(knDev), argPtr(ropeDev), argPtr(slotsDev), argF32(eps))
+		} else {
+			warps := rows * ceilDiv(NH+2*NKV, rotaryRopeHeads)
+			if err := g.launch(g.kernel("q3_qk_rope_kv"), ceilDiv(warps, 4), 1, 1, 128, 0, argPtr(qkvDev), argPtr(dK), argPtr(dV),
+				argPtr(qnDev), argPtr(knDev), argPtr(ropeDev), argPtr(slotsDev), argInt(rows), argInt(NH), argInt(NKV), argInt(B),
+				argF32(eps)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := g.launch(g.kernel(name), rows, NKV, nsplit, 128, 0, args...); err != nil {
+			t.Fatal(err)
+		}
+		if nsplit > 1 {
+			if err := g.launch(g.kernel("q3_attn_combine"), rows, NH, 1, HD, 0, argPtr(att), argPtr(part), argPtr(seqsDev),
+				argPtr(seqsDev), argInt(NH), argInt(nsplit)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return result{download[uint16](t, g, att, rows*NH*HD), download[uint16](t, g, dK, len(c.k)), download[uint16](t, g, dV, len(c.v))}
+	}
+	want, got := run(false), run(true)
+	for name, x := range map[string][2][]uint16{"output": {got.att, want.att}, "key cache": {got.k, want.k}, "value cache": {got.v, want.v}} {
+		for i := range x[1] {
+			if x[0][i] != x[1][i] {
+				t.Fatalf("%s element %d: %#04x, want %#04x (q3_qk_rope_kv + q3_attn_rows)", name, i, x[0][i], x[1][i])
+			}
+		}
+	}
+	for i, h := range want.att {
+		if f := bf16ToF32(h); f != f {
+			t.Fatalf("reference output element %d is NaN: the reference kernels read an unwritten slot", i)
+		}
+	}
+}
