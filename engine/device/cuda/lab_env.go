@@ -14,7 +14,8 @@ import (
 //     programmatic dependent launch, "cublaslt" takes every projection to
 //     cuBLASLt, "rowsblocks=N" has rotarySplits fill N decode-row attention
 //     blocks an SM, "noq3wg" leaves q3_wg.cu out, "noropefold" keeps
-//     q3_qk_rope_kv in decode-only steps, "q3wgcluster=N" launches
+//     q3_qk_rope_kv in decode-only steps and "ropefoldrows=N" folds it into
+//     the attention of decode-only steps of up to N rows, "q3wgcluster=N" launches
 //     it in clusters of N, "q3wgslice=N" sends q|k|v and gate|up of up to N
 //     rows through it (forcedPaths);
 //   - ROSEINFER_CUDA_KERNELS, a directory whose .cu and .cuh files replace
@@ -38,6 +39,9 @@ func init() {
 				}
 				if n, ok := strings.CutPrefix(strings.TrimSpace(f), "q3wgcluster="); ok {
 					o.force.rotaryWGCluster, _ = strconv.Atoi(n)
+				}
+				if n, ok := strings.CutPrefix(strings.TrimSpace(f), "ropefoldrows="); ok {
+					o.force.ropeInAttentionRows, _ = strconv.Atoi(n)
 				}
 				if n, ok := strings.CutPrefix(strings.TrimSpace(f), "q3wgslice="); ok {
 					o.force.rotaryWGOneSliceRows, _ = strconv.Atoi(n)

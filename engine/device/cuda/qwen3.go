@@ -247,7 +247,7 @@ func interleaveHalves(x []float32, cols int) []float32 {
 // forwardRotary enqueues one step of the rotary block: forward's contract.
 func (d *Device) forwardRotary(p *stepPlan) error {
 	s := rotaryStep{d: d, q: d.q3, p: p, N: p.lay.nTok, M: p.lay.nSample}
-	s.ropeInAttention = p.decodeOnly() && !d.opts.force.noRopeInAttention
+	s.ropeInAttention = p.decodeOnly() && s.N <= d.ropeInAttentionRows()
 	s.end("start", nil)
 	s.embed()
 	switch {
@@ -314,9 +314,10 @@ type rotaryStep struct {
 	q    *rotaryState
 	p    *stepPlan
 	N, M int
-	// ropeInAttention: every row is one sequence's one token, so the
-	// decode-row attention also normalises, rotates and caches its rows'
-	// queries and keys (q3_attn_rows_rope) and q3_qk_rope_kv is not launched.
+	// ropeInAttention: every row is one sequence's one token and the rows
+	// are at most ropeInAttentionRows, so the decode-row attention also
+	// normalises, rotates and caches its rows' queries and keys
+	// (q3_attn_rows_rope) and q3_qk_rope_kv is not launched.
 	ropeInAttention bool
 	err             error
 }
@@ -441,6 +442,25 @@ func (d *Device) rotarySplits(nDecode int) int {
 		return 1
 	}
 	return min(maxDecodeSplits, ceilDiv(target, units))
+}
+
+// ropeInAttentionRows is the most rows of a decode-only step whose
+// attention does q3_qk_rope_kv's work (q3_attn_rows_rope). On the H100 the
+// fold took batch 1 from 0.871 to 0.845 ms and batch 16 from 1.401 to 1.356,
+// was even at 32 and 64, and slowed batch 128 from 2.790 to 2.853 (the
+// kernel then spilled).
+const ropeInAttentionRows = 32
+
+// ropeInAttentionRows is ropeInAttentionRows unless the lab forces another
+// limit or none.
+func (d *Device) ropeInAttentionRows() int {
+	switch {
+	case d.opts.force.noRopeInAttention:
+		return 0
+	case d.opts.force.ropeInAttentionRows > 0:
+		return d.opts.force.ropeInAttentionRows
+	}
+	return ropeInAttentionRows
 }
 
 // rotaryRowsBlocks is Q3_ROWS_BLOCKS in qwen3.cu: q3_attn_rows' blocks an SM.

@@ -352,26 +352,15 @@ __device__ __forceinline__ void q3_attn_merge(float* o_s, float* ml_s, const flo
     }
 }
 
-// ld_kv_fresh is ld_kv for a load that may be of the key or value this
-// block wrote itself (fresh): that one goes through the coherent path,
-// since the read-only path may not see a write made during the kernel.
-__device__ __forceinline__ uint4 ld_kv_fresh(const bf16_t* p, bool fresh) {
-    uint4 v;
-    asm volatile(
-        "{\n .reg .pred f;\n setp.ne.b32 f, %5, 0;\n"
-        " @f ld.global.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-        " @!f ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n}"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "r"((int)fresh));
-    return v;
-}
-
 // q3_attn_rows_impl is q3_attn_rows; with ROPE it is q3_attn_rows_rope,
 // which also does q3_qk_rope_kv's work for its rows (steps whose every row is
 // one sequence's one token, so that no row reads another row's new key): a
 // block normalises and rotates its G query heads into shared memory, and the
 // block whose slice ends at the row's last key (its owner) normalises and
-// rotates the row's key, writes it and the value into the cache, and reads
-// them back through the coherent path. One launch a layer fewer.
+// rotates the row's key, writes it and the value into the cache for later
+// steps and keeps them in shared memory, where one warp folds them in after
+// the loop over the cached keys (a write this kernel made is not for its
+// read-only loads). One launch a layer fewer.
 template <bool ROPE>
 __device__ __forceinline__ void q3_attn_rows_impl(bf16_t* att, float* part, const bf16_t* qkv, bf16_t* kc, bf16_t* vc,
                                                   const int* pos, const int* dec_seqs, const int* q_start,
@@ -381,7 +370,7 @@ __device__ __forceinline__ void q3_attn_rows_impl(bf16_t* att, float* part, cons
     grid_dep_launch();
     __shared__ float o_s[Q3_WARPS][8][Q3_HD];
     __shared__ float ml_s[Q3_WARPS][8][2];
-    __shared__ __align__(16) bf16_t q_s[ROPE ? 8 : 1][Q3_HD];
+    __shared__ __align__(16) bf16_t q_s[ROPE ? 10 : 1][Q3_HD];  // G query heads, then the owner's key and value
     const int j = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
     const int G = NH / NKV;
@@ -410,9 +399,8 @@ __device__ __forceinline__ void q3_attn_rows_impl(bf16_t* att, float* part, cons
             const int h = u < G ? kvh * G + u : u == G ? NH + kvh : NH + NKV + kvh;
             const uint2 raw = *reinterpret_cast<const uint2*>(qrow + (size_t)h * Q3_HD);
             const uint2 out = u == G + 1 ? raw : q3_norm_rope(raw, u < G ? qw : kw, cs, eps);
-            if (u < G) {
-                *reinterpret_cast<uint2*>(&q_s[u][4 * lane]) = out;
-            } else {
+            *reinterpret_cast<uint2*>(&q_s[u < G ? u : 8 + u - G][4 * lane]) = out;
+            if (u >= G) {
                 const int slot = slots[row];
                 if (slot >= 0) {
                     bf16_t* dst = (u == G ? kc : vc) + kv_offset(kv_block(slot, B), kvh, kv_slot(slot, B), NKV, B, Q3_HD);
@@ -438,7 +426,9 @@ __device__ __forceinline__ void q3_attn_rows_impl(bf16_t* att, float* part, cons
     float o[8][4];               // O^T: dims of tile mt (rows g, g + 8) x heads 2t, 2t + 1
 #pragma unroll
     for (int mt = 0; mt < 8; mt++) o[mt][0] = o[mt][1] = o[mt][2] = o[mt][3] = 0.f;
-    for (int kb = k0 + 16 * warp; kb < k1; kb += 16 * Q3_WARPS) {
+    // The owner's loop stops before the row's own key (folded in below).
+    const int kend = owner ? ctx - 1 : k1;
+    for (int kb = k0 + 16 * warp; kb < kend; kb += 16 * Q3_WARPS) {
         uint4 kr[2][4], vr[4][2];
         // Keys past the last read the last one instead (a valid address and
         // a finite value, masked to P = 0).
@@ -447,17 +437,29 @@ __device__ __forceinline__ void q3_attn_rows_impl(bf16_t* att, float* part, cons
             const int key = min(kb + 8 * nt + g, k1 - 1);
             const bf16_t* kp = kc + kv_offset(bt[kv_block(key, B)], kvh, kv_slot(key, B), NKV, B, Q3_HD) + 8 * t;
 #pragma unroll
-            for (int i = 0; i < 4; i++) kr[nt][i] = ROPE ? ld_kv_fresh(kp + 32 * i, owner && key == ctx - 1) : ld_kv(kp + 32 * i);
+            for (int i = 0; i < 4; i++) kr[nt][i] = ld_kv(kp + 32 * i);
         }
 #pragma unroll
         for (int v = 0; v < 4; v++) {
             const int key = min(kb + 2 * t + (v & 1) + 8 * (v >> 1), k1 - 1);
             const bf16_t* vp = vc + kv_offset(bt[kv_block(key, B)], kvh, kv_slot(key, B), NKV, B, Q3_HD) + 8 * g;
-            const bool fresh = owner && key == ctx - 1;
-            vr[v][0] = ROPE ? ld_kv_fresh(vp, fresh) : ld_kv(vp);
-            vr[v][1] = ROPE ? ld_kv_fresh(vp + 64, fresh) : ld_kv(vp + 64);
+            vr[v][0] = ld_kv(vp);
+            vr[v][1] = ld_kv(vp + 64);
         }
-        q3_attn_step(o, m, l, qa, kr, vr, kb, k1, G, scale_log2);
+        q3_attn_step(o, m, l, qa, kr, vr, kb, kend, G, scale_log2);
+    }
+    // The row's own key and value, as a step whose other 15 keys are masked,
+    // by the warp whose step it falls in.
+    if (owner && warp == (ctx - 1 - k0) / 16 % Q3_WARPS) {
+        uint4 kr[2][4], vr[4][2];
+#pragma unroll
+        for (int i = 0; i < 4; i++) kr[0][i] = kr[1][i] = *reinterpret_cast<const uint4*>(&q_s[8][32 * i + 8 * t]);
+#pragma unroll
+        for (int v = 0; v < 4; v++) {
+            vr[v][0] = *reinterpret_cast<const uint4*>(&q_s[9][8 * g]);
+            vr[v][1] = *reinterpret_cast<const uint4*>(&q_s[9][8 * g + 64]);
+        }
+        q3_attn_step(o, m, l, qa, kr, vr, ctx - 1, ctx, G, scale_log2);
     }
     q3_attn_merge(&o_s[0][0][0], &ml_s[0][0][0], o, m, l, att, part, row, j, kvh, split, NH, G, nsplit);
 }
