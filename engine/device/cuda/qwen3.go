@@ -446,9 +446,11 @@ func (d *Device) rotarySplits(nDecode int) int {
 
 // ropeInAttentionRows is the most rows of a decode-only step whose
 // attention does q3_qk_rope_kv's work (q3_attn_rows_rope). On the H100 the
-// fold took batch 1 from 0.871 to 0.845 ms and batch 16 from 1.401 to 1.356,
-// was even at 32 and 64, and slowed batch 128 from 2.790 to 2.853 (the
-// kernel then spilled).
+// fold took batch 1 from 0.870-0.875 to 0.843-0.845 ms and batch 16 from
+// 1.402 to 1.360, was even at 32, and at every size (ropefoldrows=256) batch
+// 64 1.980 against 2.004-2.006, batch 128 2.826 against 2.790-2.811 and
+// batch 256 4.780 against 4.725-4.742: where the attention is most of the
+// step, its blocks' extra start costs more than the launch it saves.
 const ropeInAttentionRows = 32
 
 // ropeInAttentionRows is ropeInAttentionRows unless the lab forces another
