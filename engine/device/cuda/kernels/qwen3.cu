@@ -352,6 +352,35 @@ __device__ __forceinline__ void q3_attn_merge(float* o_s, float* ml_s, const flo
     }
 }
 
+// q3_load_step loads a warp's keys and values of the 16-key step kb (see
+// q3_attn_rows) of KV head kvh from the paged cache. Keys at or past kend
+// read key kend - 1 instead (a valid address and a finite value, masked to
+// P = 0), so the loads need no predicate.
+__device__ __forceinline__ void q3_load_step(uint4 (&kr)[2][4], uint4 (&vr)[4][2], const bf16_t* kc, const bf16_t* vc,
+                                             const int* bt, int kb, int kend, int kvh, int NKV, int B) {
+    const int lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int nt = 0; nt < 2; nt++) {
+        const int key = min(kb + 8 * nt + g, kend - 1);
+        const bf16_t* kp = kc + kv_offset(bt[kv_block(key, B)], kvh, kv_slot(key, B), NKV, B, Q3_HD) + 8 * t;
+#pragma unroll
+        for (int i = 0; i < 4; i++) kr[nt][i] = ld_kv(kp + 32 * i);
+    }
+#pragma unroll
+    for (int v = 0; v < 4; v++) {
+        const int key = min(kb + 2 * t + (v & 1) + 8 * (v >> 1), kend - 1);
+        const bf16_t* vp = vc + kv_offset(bt[kv_block(key, B)], kvh, kv_slot(key, B), NKV, B, Q3_HD) + 8 * g;
+        vr[v][0] = ld_kv(vp);
+        vr[v][1] = ld_kv(vp + 64);
+    }
+}
+
+// Q3_PRELOAD: a warp loads its first step before the PDL wait where the
+// step holds no key of this step's rows (see q3_attn_rows_impl).
+#ifndef Q3_PRELOAD
+#define Q3_PRELOAD 1
+#endif
+
 // q3_attn_rows_impl is q3_attn_rows; with ROPE it is q3_attn_rows_rope,
 // which also does q3_qk_rope_kv's work for its rows (steps whose every row is
 // one sequence's one token, so that no row reads another row's new key): a
@@ -364,7 +393,8 @@ __device__ __forceinline__ void q3_attn_merge(float* o_s, float* ml_s, const flo
 template <bool ROPE>
 __device__ __forceinline__ void q3_attn_rows_impl(bf16_t* att, float* part, const bf16_t* qkv, bf16_t* kc, bf16_t* vc,
                                                   const int* pos, const int* dec_seqs, const int* q_start,
-                                                  const int* block_tables, const int* bt_stride, int NH, int NKV, int B,
+                                                  const int* new_from, const int* block_tables, const int* bt_stride,
+                                                  int NH, int NKV, int B,
                                                   float scale_log2, int nsplit, const float* qn, const float* kn,
                                                   const float2* rope, const int* slots, float eps) {
     grid_dep_launch();
@@ -382,11 +412,21 @@ __device__ __forceinline__ void q3_attn_rows_impl(bf16_t* att, float* part, cons
     const int* bt = block_tables + (size_t)entry * bt_stride[0];
     const int width = (NH + 2 * NKV) * Q3_HD;
     const bool owner = ROPE && k0 < ctx && k1 == ctx;
+    // The owner's loop stops before the row's own key (folded in below).
+    const int kend = owner ? ctx - 1 : k1;
     float qw[4], kw[4];  // the norms' weights: no kernel writes them
     if (ROPE) {
 #pragma unroll
         for (int c = 0; c < 4; c++) qw[c] = qn[4 * lane + c], kw[c] = kn[4 * lane + c];
     }
+    // The first step's keys and values go out before the wait if no kernel of
+    // this step writes them: the kernel before (the rotation, or the q|k|v
+    // projection) writes the keys from new_from on (a decode row's own, a
+    // chunk's laid out as rows); earlier steps wrote the rest.
+    uint4 kr[2][4], vr[4][2];
+    int kb = k0 + 16 * warp;
+    bool loaded = Q3_PRELOAD && kb < kend && min(kb + 15, kend - 1) < new_from[entry];
+    if (loaded) q3_load_step(kr, vr, kc, vc, bt, kb, kend, kvh, NKV, B);
     grid_dep_wait();
     uint32_t qa[16];  // qa[4i + w]: word w of piece 4i + t of head g's query
     if (ROPE) {
@@ -426,32 +466,14 @@ __device__ __forceinline__ void q3_attn_rows_impl(bf16_t* att, float* part, cons
     float o[8][4];               // O^T: dims of tile mt (rows g, g + 8) x heads 2t, 2t + 1
 #pragma unroll
     for (int mt = 0; mt < 8; mt++) o[mt][0] = o[mt][1] = o[mt][2] = o[mt][3] = 0.f;
-    // The owner's loop stops before the row's own key (folded in below).
-    const int kend = owner ? ctx - 1 : k1;
-    for (int kb = k0 + 16 * warp; kb < kend; kb += 16 * Q3_WARPS) {
-        uint4 kr[2][4], vr[4][2];
-        // Keys past the last read the last one instead (a valid address and
-        // a finite value, masked to P = 0).
-#pragma unroll
-        for (int nt = 0; nt < 2; nt++) {
-            const int key = min(kb + 8 * nt + g, k1 - 1);
-            const bf16_t* kp = kc + kv_offset(bt[kv_block(key, B)], kvh, kv_slot(key, B), NKV, B, Q3_HD) + 8 * t;
-#pragma unroll
-            for (int i = 0; i < 4; i++) kr[nt][i] = ld_kv(kp + 32 * i);
-        }
-#pragma unroll
-        for (int v = 0; v < 4; v++) {
-            const int key = min(kb + 2 * t + (v & 1) + 8 * (v >> 1), k1 - 1);
-            const bf16_t* vp = vc + kv_offset(bt[kv_block(key, B)], kvh, kv_slot(key, B), NKV, B, Q3_HD) + 8 * g;
-            vr[v][0] = ld_kv(vp);
-            vr[v][1] = ld_kv(vp + 64);
-        }
+    for (; kb < kend; kb += 16 * Q3_WARPS) {
+        if (!loaded) q3_load_step(kr, vr, kc, vc, bt, kb, kend, kvh, NKV, B);
+        loaded = false;
         q3_attn_step(o, m, l, qa, kr, vr, kb, kend, G, scale_log2);
     }
     // The row's own key and value, as a step whose other 15 keys are masked,
     // by the warp whose step it falls in.
     if (owner && warp == (ctx - 1 - k0) / 16 % Q3_WARPS) {
-        uint4 kr[2][4], vr[4][2];
 #pragma unroll
         for (int i = 0; i < 4; i++) kr[0][i] = kr[1][i] = *reinterpret_cast<const uint4*>(&q_s[8][32 * i + 8 * t]);
 #pragma unroll
@@ -466,19 +488,19 @@ __device__ __forceinline__ void q3_attn_rows_impl(bf16_t* att, float* part, cons
 
 extern "C" __global__ void __launch_bounds__(128, Q3_ROWS_BLOCKS) q3_attn_rows(
     bf16_t* att, float* part, const bf16_t* qkv, const bf16_t* kc, const bf16_t* vc, const int* pos,
-    const int* dec_seqs, const int* q_start, const int* block_tables, const int* bt_stride, int NH, int NKV, int B,
-    float scale_log2, int nsplit) {
-    q3_attn_rows_impl<false>(att, part, qkv, (bf16_t*)kc, (bf16_t*)vc, pos, dec_seqs, q_start, block_tables, bt_stride, NH,
-                             NKV, B, scale_log2, nsplit, nullptr, nullptr, nullptr, nullptr, 0.f);
+    const int* dec_seqs, const int* q_start, const int* new_from, const int* block_tables, const int* bt_stride, int NH,
+    int NKV, int B, float scale_log2, int nsplit) {
+    q3_attn_rows_impl<false>(att, part, qkv, (bf16_t*)kc, (bf16_t*)vc, pos, dec_seqs, q_start, new_from, block_tables,
+                             bt_stride, NH, NKV, B, scale_log2, nsplit, nullptr, nullptr, nullptr, nullptr, 0.f);
 }
 
 // q3_attn_rows_rope: q3_attn_rows with q3_qk_rope_kv's work for its rows
 // (qn, kn, rope, slots and eps as q3_qk_rope_kv's).
 extern "C" __global__ void __launch_bounds__(128, Q3_ROWS_BLOCKS) q3_attn_rows_rope(
     bf16_t* att, float* part, const bf16_t* qkv, bf16_t* kc, bf16_t* vc, const int* pos, const int* dec_seqs,
-    const int* q_start, const int* block_tables, const int* bt_stride, int NH, int NKV, int B, float scale_log2,
-    int nsplit, const float* qn, const float* kn, const float2* rope, const int* slots, float eps) {
-    q3_attn_rows_impl<true>(att, part, qkv, kc, vc, pos, dec_seqs, q_start, block_tables, bt_stride, NH, NKV, B,
+    const int* q_start, const int* new_from, const int* block_tables, const int* bt_stride, int NH, int NKV, int B,
+    float scale_log2, int nsplit, const float* qn, const float* kn, const float2* rope, const int* slots, float eps) {
+    q3_attn_rows_impl<true>(att, part, qkv, kc, vc, pos, dec_seqs, q_start, new_from, block_tables, bt_stride, NH, NKV, B,
                             scale_log2, nsplit, qn, kn, rope, slots, eps);
 }
 
