@@ -174,13 +174,10 @@ func runQ3AttnRows(t *testing.T, g *gpu, r *rand.Rand, G, B, nsplit int, ctxs []
 	width := (NH + 2*NKV) * HD
 	c := newQ3Cache(r, ctxs, B)
 	qkv := randQKV(r, rows, NH)
-	pos, seqs, newFrom := make([]int32, rows), make([]int32, rows), make([]int32, rows)
+	pos, seqs := make([]int32, rows), make([]int32, rows)
 	var want, mag []float64
 	for s, n := range ctxs {
-		// Odd rows as decode rows (their keys before the last are earlier
-		// steps', loaded before the kernel's wait), even rows as the last
-		// row of a chunk laid out as rows (every key this step's).
-		pos[s], seqs[s], newFrom[s] = int32(n-1), int32(s), int32((n-1)*(s%2))
+		pos[s], seqs[s] = int32(n-1), int32(s)
 		for h := range NH {
 			want, mag = c.attend(want, mag, qkv[s*width+h*HD:], s, h/G, n)
 		}
@@ -190,8 +187,8 @@ func runQ3AttnRows(t *testing.T, g *gpu, r *rand.Rand, G, B, nsplit int, ctxs []
 	att := devBuf(t, g, 2*rows*NH*HD)
 	part := devBuf(t, g, 4*rows*NH*nsplit*(HD+2))
 	if err := g.launch(g.kernel("q3_attn_rows"), rows, NKV, nsplit, 128, 0, argPtr(att), argPtr(part), argPtr(upload(t, g, toBF16(qkv))),
-		argPtr(dK), argPtr(dV), argPtr(upload(t, g, pos)), argPtr(seqsDev), argPtr(seqsDev), argPtr(upload(t, g, newFrom)), argPtr(dBT),
-		argPtr(dStride), argInt(NH), argInt(NKV), argInt(B), argF32(float32(math.Log2E/math.Sqrt(HD))), argInt(nsplit)); err != nil {
+		argPtr(dK), argPtr(dV), argPtr(upload(t, g, pos)), argPtr(seqsDev), argPtr(seqsDev), argPtr(dBT), argPtr(dStride), argInt(NH),
+		argInt(NKV), argInt(B), argF32(float32(math.Log2E/math.Sqrt(HD))), argInt(nsplit)); err != nil {
 		t.Fatal(err)
 	}
 	if nsplit > 1 {

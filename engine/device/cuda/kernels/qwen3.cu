@@ -375,12 +375,6 @@ __device__ __forceinline__ void q3_load_step(uint4 (&kr)[2][4], uint4 (&vr)[4][2
     }
 }
 
-// Q3_PRELOAD: a warp loads its first step before the PDL wait where the
-// step holds no key of this step's rows (see q3_attn_rows_impl).
-#ifndef Q3_PRELOAD
-#define Q3_PRELOAD 1
-#endif
-
 // q3_attn_rows_impl is q3_attn_rows; with ROPE it is q3_attn_rows_rope,
 // which also does q3_qk_rope_kv's work for its rows (steps whose every row is
 // one sequence's one token, so that no row reads another row's new key): a
@@ -393,8 +387,7 @@ __device__ __forceinline__ void q3_load_step(uint4 (&kr)[2][4], uint4 (&vr)[4][2
 template <bool ROPE>
 __device__ __forceinline__ void q3_attn_rows_impl(bf16_t* att, float* part, const bf16_t* qkv, bf16_t* kc, bf16_t* vc,
                                                   const int* pos, const int* dec_seqs, const int* q_start,
-                                                  const int* new_from, const int* block_tables, const int* bt_stride,
-                                                  int NH, int NKV, int B,
+                                                  const int* block_tables, const int* bt_stride, int NH, int NKV, int B,
                                                   float scale_log2, int nsplit, const float* qn, const float* kn,
                                                   const float2* rope, const int* slots, float eps) {
     grid_dep_launch();
@@ -419,14 +412,6 @@ __device__ __forceinline__ void q3_attn_rows_impl(bf16_t* att, float* part, cons
 #pragma unroll
         for (int c = 0; c < 4; c++) qw[c] = qn[4 * lane + c], kw[c] = kn[4 * lane + c];
     }
-    // The first step's keys and values go out before the wait if no kernel of
-    // this step writes them: the kernel before (the rotation, or the q|k|v
-    // projection) writes the keys from new_from on (a decode row's own, a
-    // chunk's laid out as rows); earlier steps wrote the rest.
-    uint4 kr[2][4], vr[4][2];
-    int kb = k0 + 16 * warp;
-    bool loaded = Q3_PRELOAD && kb < kend && min(kb + 15, kend - 1) < new_from[entry];
-    if (loaded) q3_load_step(kr, vr, kc, vc, bt, kb, kend, kvh, NKV, B);
     grid_dep_wait();
     uint32_t qa[16];  // qa[4i + w]: word w of piece 4i + t of head g's query
     if (ROPE) {
@@ -466,14 +451,15 @@ __device__ __forceinline__ void q3_attn_rows_impl(bf16_t* att, float* part, cons
     float o[8][4];               // O^T: dims of tile mt (rows g, g + 8) x heads 2t, 2t + 1
 #pragma unroll
     for (int mt = 0; mt < 8; mt++) o[mt][0] = o[mt][1] = o[mt][2] = o[mt][3] = 0.f;
-    for (; kb < kend; kb += 16 * Q3_WARPS) {
-        if (!loaded) q3_load_step(kr, vr, kc, vc, bt, kb, kend, kvh, NKV, B);
-        loaded = false;
+    for (int kb = k0 + 16 * warp; kb < kend; kb += 16 * Q3_WARPS) {
+        uint4 kr[2][4], vr[4][2];
+        q3_load_step(kr, vr, kc, vc, bt, kb, kend, kvh, NKV, B);
         q3_attn_step(o, m, l, qa, kr, vr, kb, kend, G, scale_log2);
     }
     // The row's own key and value, as a step whose other 15 keys are masked,
     // by the warp whose step it falls in.
     if (owner && warp == (ctx - 1 - k0) / 16 % Q3_WARPS) {
+        uint4 kr[2][4], vr[4][2];
 #pragma unroll
         for (int i = 0; i < 4; i++) kr[0][i] = kr[1][i] = *reinterpret_cast<const uint4*>(&q_s[8][32 * i + 8 * t]);
 #pragma unroll
@@ -488,19 +474,19 @@ __device__ __forceinline__ void q3_attn_rows_impl(bf16_t* att, float* part, cons
 
 extern "C" __global__ void __launch_bounds__(128, Q3_ROWS_BLOCKS) q3_attn_rows(
     bf16_t* att, float* part, const bf16_t* qkv, const bf16_t* kc, const bf16_t* vc, const int* pos,
-    const int* dec_seqs, const int* q_start, const int* new_from, const int* block_tables, const int* bt_stride, int NH,
-    int NKV, int B, float scale_log2, int nsplit) {
-    q3_attn_rows_impl<false>(att, part, qkv, (bf16_t*)kc, (bf16_t*)vc, pos, dec_seqs, q_start, new_from, block_tables,
-                             bt_stride, NH, NKV, B, scale_log2, nsplit, nullptr, nullptr, nullptr, nullptr, 0.f);
+    const int* dec_seqs, const int* q_start, const int* block_tables, const int* bt_stride, int NH, int NKV, int B,
+    float scale_log2, int nsplit) {
+    q3_attn_rows_impl<false>(att, part, qkv, (bf16_t*)kc, (bf16_t*)vc, pos, dec_seqs, q_start, block_tables, bt_stride, NH,
+                             NKV, B, scale_log2, nsplit, nullptr, nullptr, nullptr, nullptr, 0.f);
 }
 
 // q3_attn_rows_rope: q3_attn_rows with q3_qk_rope_kv's work for its rows
 // (qn, kn, rope, slots and eps as q3_qk_rope_kv's).
 extern "C" __global__ void __launch_bounds__(128, Q3_ROWS_BLOCKS) q3_attn_rows_rope(
     bf16_t* att, float* part, const bf16_t* qkv, bf16_t* kc, bf16_t* vc, const int* pos, const int* dec_seqs,
-    const int* q_start, const int* new_from, const int* block_tables, const int* bt_stride, int NH, int NKV, int B,
-    float scale_log2, int nsplit, const float* qn, const float* kn, const float2* rope, const int* slots, float eps) {
-    q3_attn_rows_impl<true>(att, part, qkv, kc, vc, pos, dec_seqs, q_start, new_from, block_tables, bt_stride, NH, NKV, B,
+    const int* q_start, const int* block_tables, const int* bt_stride, int NH, int NKV, int B, float scale_log2,
+    int nsplit, const float* qn, const float* kn, const float2* rope, const int* slots, float eps) {
+    q3_attn_rows_impl<true>(att, part, qkv, kc, vc, pos, dec_seqs, q_start, block_tables, bt_stride, NH, NKV, B,
                             scale_log2, nsplit, qn, kn, rope, slots, eps);
 }
 
