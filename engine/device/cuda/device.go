@@ -61,7 +61,7 @@ type forcedPaths struct {
 	rotaryWGCluster      int  // q3_wg.cu's launches in clusters of this many column tiles sharing x (0, 1: none)
 	rotaryWGOneSliceRows int  // the most rows whose q|k|v and gate|up take q3_wg.cu (0: rotaryWGOneSliceRows)
 	noRopeInAttention    bool // q3_qk_rope_kv in every step (no q3_attn_rows_rope)
-	ropeInAttentionRows  int  // the most rows of a decode-only step that take q3_attn_rows_rope (0: ropeInAttentionRows)
+	ropeInAttentionRows  int  // the most rows of a decode-only step that take q3_attn_rows_rope (0: ropeFoldMaxRows)
 }
 
 // DefaultOptions are used for every zero field of Options.

@@ -21,16 +21,19 @@ type decodeGraph struct {
 }
 
 // graphKey names a captured decode graph: its padded batch size, the stage
-// whose device inputs (staging.devIn) its kernels read, and whether the step
-// has prompt chunks laid out as rows (the rotary block's decode-only steps
-// launch other kernels: forwardRotary).
+// whose device inputs (staging.devIn) its kernels read, and whether its
+// attention does the rotary block's q/k rotation (foldsRope: a size's
+// decode-only steps and its steps with chunks laid out as rows launch
+// different kernels).
 type graphKey struct {
 	size, stage int
-	chunkRows   bool
+	foldsRope   bool
 }
 
 // graphKey is the key of the graph that runs p.
-func (p *stepPlan) graphKey() graphKey { return graphKey{p.graphBatch, p.stage, p.chunkSeqs > 0} }
+func (d *Device) graphKey(p *stepPlan) graphKey {
+	return graphKey{p.graphBatch, p.stage, d.foldsRope(p)}
+}
 
 // graphSizeFor is the smallest captured size >= n, or 0 (run eagerly).
 func (d *Device) graphSizeFor(n int) int {
@@ -47,7 +50,7 @@ func (d *Device) graphSizeFor(n int) int {
 // seen (which builds the cuBLASLt plans outside any capture), captured and
 // launched the first time after that from each stage, launched from then on.
 func (d *Device) runGraph(p *stepPlan) error {
-	key := p.graphKey()
+	key := d.graphKey(p)
 	gr := d.graphs.byKey[key]
 	if gr == nil {
 		gr = &decodeGraph{}

@@ -110,7 +110,7 @@ func sinceStart(t time.Time) float64 { return t.Sub(processStart).Seconds() }
 func (d *Device) stepKindOf(p *stepPlan) stepKind {
 	switch {
 	case p.graphBatch > 0:
-		key := p.graphKey()
+		key := d.graphKey(p)
 		gr := d.graphs.byKey[key]
 		switch {
 		case gr == nil && !d.graphSizeSeen(key):

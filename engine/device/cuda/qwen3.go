@@ -247,7 +247,7 @@ func interleaveHalves(x []float32, cols int) []float32 {
 // forwardRotary enqueues one step of the rotary block: forward's contract.
 func (d *Device) forwardRotary(p *stepPlan) error {
 	s := rotaryStep{d: d, q: d.q3, p: p, N: p.lay.nTok, M: p.lay.nSample}
-	s.ropeInAttention = p.decodeOnly() && s.N <= d.ropeInAttentionRows()
+	s.ropeInAttention = d.foldsRope(p)
 	s.end("start", nil)
 	s.embed()
 	switch {
@@ -314,10 +314,9 @@ type rotaryStep struct {
 	q    *rotaryState
 	p    *stepPlan
 	N, M int
-	// ropeInAttention: every row is one sequence's one token and the rows
-	// are at most ropeInAttentionRows, so the decode-row attention also
-	// normalises, rotates and caches its rows' queries and keys
-	// (q3_attn_rows_rope) and q3_qk_rope_kv is not launched.
+	// ropeInAttention (foldsRope): the decode-row attention also normalises,
+	// rotates and caches its rows' queries and keys (q3_attn_rows_rope) and
+	// q3_qk_rope_kv is not launched.
 	ropeInAttention bool
 	err             error
 }
@@ -444,25 +443,27 @@ func (d *Device) rotarySplits(nDecode int) int {
 	return min(maxDecodeSplits, ceilDiv(target, units))
 }
 
-// ropeInAttentionRows is the most rows of a decode-only step whose
-// attention does q3_qk_rope_kv's work (q3_attn_rows_rope). On the H100 the
+// ropeFoldMaxRows is the most rows of a decode-only step whose attention
+// does q3_qk_rope_kv's work (q3_attn_rows_rope). On the H100 the
 // fold took batch 1 from 0.870-0.875 to 0.843-0.845 ms and batch 16 from
 // 1.402 to 1.360, was even at 32, and at every size (ropefoldrows=256) batch
 // 64 1.980 against 2.004-2.006, batch 128 2.826 against 2.790-2.811 and
 // batch 256 4.780 against 4.725-4.742: where the attention is most of the
 // step, its blocks' extra start costs more than the launch it saves.
-const ropeInAttentionRows = 32
+const ropeFoldMaxRows = 32
 
-// ropeInAttentionRows is ropeInAttentionRows unless the lab forces another
-// limit or none.
-func (d *Device) ropeInAttentionRows() int {
+// foldsRope reports whether p's rotary step does the q/k norm and rotation
+// in its attention: every row is one sequence's one token, at most
+// ropeFoldMaxRows of them (or the lab's limit, or none).
+func (d *Device) foldsRope(p *stepPlan) bool {
+	limit := ropeFoldMaxRows
 	switch {
-	case d.opts.force.noRopeInAttention:
-		return 0
+	case d.q3 == nil || d.opts.force.noRopeInAttention:
+		return false
 	case d.opts.force.ropeInAttentionRows > 0:
-		return d.opts.force.ropeInAttentionRows
+		limit = d.opts.force.ropeInAttentionRows
 	}
-	return ropeInAttentionRows
+	return p.decodeOnly() && p.lay.nTok <= limit
 }
 
 // rotaryRowsBlocks is Q3_ROWS_BLOCKS in qwen3.cu: q3_attn_rows' blocks an SM.
