@@ -40,6 +40,12 @@ type Options struct {
 	// graph, instead of eagerly with the prefill kernels. 0 = the default
 	// (16), negative = only one-token sequences (--cuda-chunk-rows).
 	ChunkRows int
+	// Float32 runs the rotary block (Qwen3) in fp32: weights, activations
+	// and KV cache, cuBLASLt's fp32 GEMMs and q3_f32.cu's kernels (serve
+	// --dtype float32). It is several times slower than the bf16 path and
+	// exists to check the engine against an fp32 reference. GPT-2 runs in
+	// fp16 only.
+	Float32 bool
 
 	// force makes the device take fallback paths it otherwise takes only on
 	// other GPUs, drivers or model shapes, so that the tests cover them on
@@ -275,7 +281,11 @@ func (d *Device) init(w *model.Weights) error {
 	if err != nil {
 		return fmt.Errorf("cuda: %w", err)
 	}
-	if prog := f.Program(c); isRotary(prog) {
+	prog := f.Program(c)
+	if d.opts.Float32 && !isRotary(prog) {
+		return fmt.Errorf("cuda: --dtype float32 is implemented for the rotary block (Qwen3) only; the %s family runs in float16 (--dtype auto)", f.Title)
+	}
+	if isRotary(prog) {
 		lr, err := lowerRotary(prog, c)
 		if err != nil {
 			return fmt.Errorf("cuda: the %s family: %w", f.Title, err)
@@ -349,17 +359,26 @@ func (d *Device) allocStages(inWords int) error {
 	return nil
 }
 
-// KVBytesPerBlock is the device memory one KV block takes: K and V of every
+// kvBytesPerBlock is the device memory one KV block takes: K and V of every
 // layer for BlockSizeTokens positions, 16-bit (fp16 for GPT-2's step, bf16
 // for the rotary block), NKV·HS channels each.
-func KVBytesPerBlock(c model.Config, blockSizeTokens int) int {
-	return 2 * c.NumLayers * blockSizeTokens * c.KVChannels() * 2
+func kvBytesPerBlock(c model.Config, blockSizeTokens, elemBytes int) int {
+	return 2 * c.NumLayers * blockSizeTokens * c.KVChannels() * elemBytes
+}
+
+// kvElemBytes is the size of one cached key or value element: 2 (fp16,
+// bf16), 4 in the rotary block's fp32 mode.
+func (d *Device) kvElemBytes() int {
+	if d.q3 != nil && d.q3.f32 {
+		return 4
+	}
+	return 2
 }
 
 // allocKV makes the one allocation that holds every KV block (plus the
 // scratch block), sized from free memory when no count was given.
 func (d *Device) allocKV() error {
-	per := KVBytesPerBlock(d.cfg, d.kv.BlockSizeTokens)
+	per := kvBytesPerBlock(d.cfg, d.kv.BlockSizeTokens, d.kvElemBytes())
 	if d.kv.NumBlocks <= 0 {
 		free, total, err := d.g.drv.memInfo()
 		if err != nil {
@@ -374,7 +393,7 @@ func (d *Device) allocKV() error {
 	}
 	blocks := d.kv.NumBlocks + 1
 	d.cache.scratchBlock = int32(d.kv.NumBlocks)
-	d.cache.layerBytes = blocks * d.kv.BlockSizeTokens * d.cfg.KVChannels() * 2
+	d.cache.layerBytes = blocks * d.kv.BlockSizeTokens * d.cfg.KVChannels() * d.kvElemBytes()
 	var err error
 	if d.cache.base, err = d.g.drv.memAlloc(2 * d.cfg.NumLayers * d.cache.layerBytes); err != nil {
 		return fmt.Errorf("cuda: KV cache of %d blocks (%d MB): %w", blocks, 2*d.cfg.NumLayers*d.cache.layerBytes>>20, err)

@@ -2,7 +2,8 @@
 // (engine/model/arch) lowered onto fused kernels: the pre-LayerNorm block
 // with learned positions and a GELU MLP (GPT-2's; lower.go, fp16 weights)
 // or the rotary block with RMSNorm, grouped-query attention and SwiGLU
-// (Qwen3's; qwen3_lower.go and qwen3.go, bf16 weights), fp32
+// (Qwen3's; qwen3_lower.go and qwen3.go, bf16 weights, or fp32 throughout
+// with Options.Float32 to check numerics: q3_f32.cu), fp32
 // accumulation, a paged KV cache in one device allocation, attention over
 // mixed prefill chunks and decode tokens, sampling on the GPU, CUDA graphs for
 // decode steps and an asynchronous Submit/Collect pair for overlap scheduling.

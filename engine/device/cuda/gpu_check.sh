@@ -10,6 +10,8 @@
 #   GPU_TEST_RUN=Sampler bash engine/device/cuda/gpu_check.sh test   # a subset of tests
 #   GPU_NCU_BATCHES=1,128 (default) picks the batch sizes ncu profiles; GPU_NCU=0 skips it in "all".
 #   GPU_CHAIN_ROWS=32,128 (default) picks the row counts of the projection diagnostics (cudabench -gemm-chain).
+#   GPU_HF=0 skips TestRotaryGreedyVsHF's reference (run where transformers imports: a Qwen3-0.6B checkpoint
+#   from .gpu/lab/roseinfer init-model and make_greedy_qwen3.py's continuations, about 80 s).
 set -uo pipefail
 mode=${1:-all}
 shift || true
@@ -26,9 +28,18 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 test_rc=0 bench_rc=0 ncu_rc=0
 if [ "$mode" = all ] || [ "$mode" = test ]; then
 	start=$(date +%s)
+	q06=
+	if [ "${GPU_HF:-1}" = 1 ] && [ -x "$bin/lab/roseinfer" ] && python3 -c 'import transformers' 2>/dev/null; then
+		q06=/tmp/gpu-check-qwen3-0.6b
+		rm -rf "$q06" && "$bin/lab/roseinfer" init-model --preset qwen3-0.6b --seed 1 --out "$q06" >"$out/hf.log" 2>&1 &&
+			python3 "$root/engine/model/testdata/make_greedy_qwen3.py" --model "$q06" --out "$q06/greedy.json" >>"$out/hf.log" 2>&1 &&
+			export ROSEINFER_QWEN3_DIR=$q06 ROSEINFER_QWEN3_HF_GREEDY=$q06/greedy.json ||
+			echo "gpu_check: the transformers reference failed (hf.log); TestRotaryGreedyVsHF will skip"
+	fi
 	# ROSEINFER_NVTX=1: TestNVTXObserver opens real ranges when libnvToolsExt is there.
 	(cd "$root/engine/device/cuda" && ROSEINFER_NVTX=1 "$bin/cuda.test" -test.v -test.timeout 420s ${GPU_TEST_RUN:+-test.run "$GPU_TEST_RUN"}) >"$out/test.log" 2>&1
 	test_rc=$?
+	[ -n "$q06" ] && rm -rf "$q06"
 	grep -E '^(=== RUN|--- (PASS|FAIL|SKIP)|\s+\S+_test.go:[0-9]+:)' "$out/test.log" | grep -v '=== RUN' | grep -vE -- '--- PASS: TestAttentionKernels/|--- PASS: TestGemvKernels/|registers' | tail -45
 	test_secs=$(( $(date +%s) - start ))
 fi

@@ -31,6 +31,27 @@ type rotaryState struct {
 	eps                      float32
 	gemvOK                   bool     // steps of up to maxGemvRows rows run q3_gemv.cu (qwen3_gemv.go)
 	wg                       rotaryWG // steps of up to rotaryWGRows rows run q3_wg.cu on Hopper (q3_wg.go)
+	// f32 (Options.Float32): weights, activations and the KV cache in fp32
+	// through q3_f32.cu's kernels and cuBLASLt alone; the buffers and
+	// weights documented as bf16 below are fp32 then.
+	f32 bool
+}
+
+// actType is the cuBLASLt data type of the block's activations and
+// weights (CUDA_R_16BF, or CUDA_R_32F in fp32 mode).
+func (q *rotaryState) actType() int {
+	if q.f32 {
+		return dataR32F
+	}
+	return dataR16BF
+}
+
+// actBytes is the size of one activation element.
+func (q *rotaryState) actBytes() int {
+	if q.f32 {
+		return 4
+	}
+	return 2
 }
 
 type rotaryWeights struct {
@@ -65,10 +86,14 @@ type rotaryKernels struct {
 	gemv                                                                               [2][2][2]kernel // [q3Gemv*][rows > 8][2 column tiles]
 }
 
-// rotaryKernelNames are qwen3.cu's, q3_gemv.cu's and sample_large.cu's kernels.
+// rotaryKernelNames are qwen3.cu's, q3_gemv.cu's, q3_f32.cu's and sample_large.cu's kernels.
 var rotaryKernelNames = append([]string{"q3_embed", "q3_rmsnorm", "q3_qk_rope_kv", "q3_swiglu", "q3_attn_combine",
 	"q3_attn_rows", "q3_attn_rows_rope", "q3_attn_prefill", "sample_rows_large"},
-	q3GemvKernelNames()...)
+	append(q3GemvKernelNames(), rotaryF32Kernels...)...)
+
+// rotaryF32Kernels are q3_f32.cu's kernels, each taking its bf16
+// namesake's arguments (in the order of rotaryKernels' fields).
+var rotaryF32Kernels = []string{"q3f_embed", "q3f_rmsnorm", "q3f_qk_rope_kv", "q3f_swiglu", "q3f_attn_rows", "q3f_attn_prefill"}
 
 // sampleLargeSmem is SAMPLE_DYNAMIC_SMEM in sample_large.cu.
 const sampleLargeSmem = 98304
@@ -76,7 +101,7 @@ const sampleLargeSmem = 98304
 // initRotary is init for the rotary block: kernels, weights, buffers.
 func (d *Device) initRotary(w *model.Weights, lr loweredRotary) error {
 	g, c := d.g, d.cfg
-	q := &rotaryState{NH: c.NumHeads, NKV: c.NumKVHeads, HD: c.HeadDim, I: c.Intermediate, eps: lr.eps}
+	q := &rotaryState{NH: c.NumHeads, NKV: c.NumKVHeads, HD: c.HeadDim, I: c.Intermediate, eps: lr.eps, f32: d.opts.Float32}
 	q.qkvWidth = (q.NH + 2*q.NKV) * q.HD
 	d.q3 = q
 	get := func(dst *kernel, name string) error {
@@ -96,6 +121,13 @@ func (d *Device) initRotary(w *model.Weights, lr loweredRotary) error {
 			return err
 		}
 	}
+	if q.f32 {
+		for i, dst := range []*kernel{&q.k.embed, &q.k.rmsnorm, &q.k.rope, &q.k.swiglu, &q.k.attnRows, &q.k.attnPrefill} {
+			if err := get(dst, rotaryF32Kernels[i]); err != nil {
+				return err
+			}
+		}
+	}
 	for input := range 2 {
 		for big := range 2 {
 			for nt := range 2 {
@@ -105,7 +137,7 @@ func (d *Device) initRotary(w *model.Weights, lr loweredRotary) error {
 			}
 		}
 	}
-	q.gemvOK = rotaryGemvOK(c.Channels, q.NH*q.HD, q.I) && !d.opts.force.cuBLASLt
+	q.gemvOK = rotaryGemvOK(c.Channels, q.NH*q.HD, q.I) && !d.opts.force.cuBLASLt && !q.f32
 	if err := g.setMaxDynamicSmem(q.k.sample, sampleLargeSmem); err != nil {
 		return err
 	}
@@ -121,28 +153,31 @@ func (d *Device) initRotary(w *model.Weights, lr loweredRotary) error {
 	}
 	d.path.prefillTile = rotaryPrefillRows
 	var err error
-	if q.w, err = uploadRotaryWeights(g, w, lr); err != nil {
+	if q.w, err = uploadRotaryWeights(g, w, lr, q.f32); err != nil {
 		return err
 	}
 	N, M, C := d.opts.MaxStepTokens, d.opts.MaxSeqs, c.Channels
 	d.vocabPadded = paddedVocab(c.VocabSize)
 	d.cache.maxBlocks = ceilDiv(c.MaxSeqLen, d.kv.BlockSizeTokens)
 	inWords := newLayout(N, M, ceilDiv(N, d.path.prefillTile)+M, M, d.cache.maxBlocks).total
+	e := q.actBytes()
 	for _, b := range []struct {
 		p     *devPtr
 		bytes int
 	}{
 		{&d.act.residual, 4 * N * C}, {&d.act.logits, 4 * M * d.vocabPadded}, {&d.act.outTok, 4 * M},
-		{&q.act.norm, 2 * N * C}, {&q.act.qkv, 2 * N * q.qkvWidth}, {&q.act.att, 2 * N * q.NH * q.HD},
-		{&q.act.gateUp, 2 * N * 2 * q.I}, {&q.act.hidden, 2 * N * q.I}, {&q.act.lnf, 2 * M * C},
+		{&q.act.norm, e * N * C}, {&q.act.qkv, e * N * q.qkvWidth}, {&q.act.att, e * N * q.NH * q.HD},
+		{&q.act.gateUp, e * N * 2 * q.I}, {&q.act.hidden, e * N * q.I}, {&q.act.lnf, e * M * C},
 		{&q.act.part, 4 * M * q.NH * maxDecodeSplits * (q.HD + 2)}, {&q.act.rope, 8 * N * q.HD / 2},
 	} {
 		if *b.p, err = g.drv.memAlloc(b.bytes); err != nil {
 			return fmt.Errorf("cuda: activations: %w", err)
 		}
 	}
-	if err := d.resolveRotaryWG(); err != nil {
-		return err
+	if !q.f32 { // fp32 mode runs no q3_wg.cu
+		if err := d.resolveRotaryWG(); err != nil {
+			return err
+		}
 	}
 	if err := d.allocStages(inWords); err != nil {
 		return err
@@ -176,8 +211,9 @@ func f32ToBF16(f float32) uint16 {
 }
 
 // uploadRotaryWeights lays the tensors lr names out as rotaryWeights and
-// copies them in one transfer.
-func uploadRotaryWeights(g *gpu, w *model.Weights, lr loweredRotary) (rotaryWeights, error) {
+// copies them in one transfer; with f32 the projections and the embedding
+// stay fp32 (exact for a checkpoint in bf16).
+func uploadRotaryWeights(g *gpu, w *model.Weights, lr loweredRotary, f32 bool) (rotaryWeights, error) {
 	c := w.Config
 	t := map[string][]float32{}
 	for _, name := range []string{lr.tokenEmbedding, lr.normF, lr.ln1, lr.qkv, lr.qNorm, lr.kNorm, lr.o, lr.ln2, lr.gateUp, lr.down} {
@@ -188,10 +224,18 @@ func uploadRotaryWeights(g *gpu, w *model.Weights, lr loweredRotary) (rotaryWeig
 		t[name] = x.Data
 	}
 	L, C := c.NumLayers, c.Channels
-	h := &hostImage{buf: make([]byte, 0, 2*c.NumParameters()+2*(paddedVocab(c.VocabSize)-c.VocabSize)*C+64<<10)}
+	elem := 2
+	if f32 {
+		elem = 4
+	}
+	h := &hostImage{buf: make([]byte, 0, elem*c.NumParameters()+elem*(paddedVocab(c.VocabSize)-c.VocabSize)*C+64<<10)}
+	mat := h.bf16
+	if f32 {
+		mat = h.f32
+	}
 	var rw rotaryWeights
-	rw.wte = h.bf16(t[lr.tokenEmbedding])
-	h.buf = append(h.buf, make([]byte, 2*(paddedVocab(c.VocabSize)-c.VocabSize)*C)...)
+	rw.wte = mat(t[lr.tokenEmbedding])
+	h.buf = append(h.buf, make([]byte, elem*(paddedVocab(c.VocabSize)-c.VocabSize)*C)...)
 	rw.normF = h.f32(t[lr.normF])
 	half := c.HeadDim / 2
 	inv := make([]float32, half)
@@ -205,8 +249,8 @@ func uploadRotaryWeights(g *gpu, w *model.Weights, lr loweredRotary) (rotaryWeig
 		ly := &rw.layers[l]
 		ly.ln1, ly.ln2 = h.f32(slice(lr.ln1, l)), h.f32(slice(lr.ln2, l))
 		ly.qNorm, ly.kNorm = h.f32(slice(lr.qNorm, l)), h.f32(slice(lr.kNorm, l))
-		ly.qkv, ly.o = h.bf16(slice(lr.qkv, l)), h.bf16(slice(lr.o, l))
-		ly.gateUp, ly.down = h.bf16(interleaveHalves(slice(lr.gateUp, l), C)), h.bf16(slice(lr.down, l))
+		ly.qkv, ly.o = mat(slice(lr.qkv, l)), mat(slice(lr.o, l))
+		ly.gateUp, ly.down = mat(interleaveHalves(slice(lr.gateUp, l), C)), mat(slice(lr.down, l))
 	}
 	h.align()
 	base, err := g.drv.memAlloc(len(h.buf))
@@ -265,7 +309,7 @@ func (d *Device) forwardRotary(p *stepPlan) error {
 		} else {
 			s.rmsnorm("rmsnorm_f", s.q.act.lnf, p.in(p.lay.sampleRows), s.q.w.normF, s.M)
 			if s.err == nil {
-				s.end(opLMHeadGemm, d.g.blas.gemmTyped(d.g.stream, d.act.logits, dataR32F, d.vocabPadded, s.q.act.lnf, s.q.w.wte, dataR16BF, 0,
+				s.end(opLMHeadGemm, d.g.blas.gemmTyped(d.g.stream, d.act.logits, dataR32F, d.vocabPadded, s.q.act.lnf, s.q.w.wte, s.q.actType(), 0,
 					gemmRows(s.M, d.opts.MaxSeqs), d.cfg.Channels, d.vocabPadded, epilogueDefault, false))
 			}
 		}
@@ -296,12 +340,12 @@ func (s *rotaryStep) layersGemm() {
 	for l := range s.q.w.layers {
 		w := &s.q.w.layers[l]
 		s.rmsnorm("rmsnorm_1", s.q.act.norm, 0, w.ln1, s.N)
-		s.gemm("gemm_qkv", s.q.act.qkv, dataR16BF, s.q.act.norm, w.qkv, d.cfg.Channels, s.q.qkvWidth, false)
+		s.gemm("gemm_qkv", s.q.act.qkv, s.q.actType(), s.q.act.norm, w.qkv, d.cfg.Channels, s.q.qkvWidth, false)
 		s.qkRopeKV(l, w)
 		s.attention(l, w)
 		s.gemm("gemm_o", d.act.residual, dataR32F, s.q.act.att, w.o, s.q.NH*s.q.HD, d.cfg.Channels, true)
 		s.rmsnorm("rmsnorm_2", s.q.act.norm, 0, w.ln2, s.N)
-		s.gemm("gemm_gate_up", s.q.act.gateUp, dataR16BF, s.q.act.norm, w.gateUp, d.cfg.Channels, 2*s.q.I, false)
+		s.gemm("gemm_gate_up", s.q.act.gateUp, s.q.actType(), s.q.act.norm, w.gateUp, d.cfg.Channels, 2*s.q.I, false)
 		s.swiglu()
 		s.gemm("gemm_down", d.act.residual, dataR32F, s.q.act.hidden, w.down, s.q.I, d.cfg.Channels, true)
 	}
@@ -363,7 +407,7 @@ func (s *rotaryStep) gemm(name string, out devPtr, outType int, inp, w devPtr, k
 		return
 	}
 	d := s.d
-	s.end(name, d.g.blas.gemmTyped(d.g.stream, out, outType, oc, inp, w, dataR16BF, 0, gemmRows(s.N, d.opts.MaxStepTokens), k, oc, epilogueDefault, accumulate))
+	s.end(name, d.g.blas.gemmTyped(d.g.stream, out, outType, oc, inp, w, s.q.actType(), 0, gemmRows(s.N, d.opts.MaxStepTokens), k, oc, epilogueDefault, accumulate))
 }
 
 // qkRopeKV: q/k RMSNorm and rotation in place, keys and values of every row
@@ -392,7 +436,10 @@ func (s *rotaryStep) attention(l int, w *rotaryLayer) {
 	scale := float32(math.Log2E / math.Sqrt(float64(q.HD)))
 	var err error
 	if p.nDecode > 0 {
-		nsplit := d.rotarySplits(p.nDecode)
+		nsplit := 1 // q3_f32.cu's row kernel takes every key in one block
+		if !q.f32 {
+			nsplit = d.rotarySplits(p.nDecode)
+		}
 		args := []uint64{argPtr(q.act.att), argPtr(q.act.part), argPtr(q.act.qkv), argPtr(kc), argPtr(vc), argPtr(p.in(lay.pos)),
 			argPtr(p.in(lay.decSeqs)), argPtr(p.in(lay.qStart)), argPtr(p.in(lay.blockTables)), argPtr(p.in(lay.btStride)),
 			argInt(q.NH), argInt(q.NKV), argInt(d.kv.BlockSizeTokens), argF32(scale), argInt(nsplit)}
@@ -408,7 +455,11 @@ func (s *rotaryStep) attention(l int, w *rotaryLayer) {
 		}
 	}
 	if err == nil && lay.nTiles > 0 {
-		err = d.g.launch(q.k.attnPrefill, lay.nTiles, q.NH, 1, 128, rotaryPrefillSmem,
+		smem := rotaryPrefillSmem
+		if q.f32 {
+			smem = 0
+		}
+		err = d.g.launch(q.k.attnPrefill, lay.nTiles, q.NH, 1, 128, smem,
 			argPtr(q.act.att), argPtr(q.act.qkv), argPtr(kc), argPtr(vc), argPtr(p.in(lay.qStart)), argPtr(p.in(lay.qLen)),
 			argPtr(p.in(lay.ctx)), argPtr(p.in(lay.tileSeq)), argPtr(p.in(lay.tileQ0)), argPtr(p.in(lay.blockTables)),
 			argPtr(p.in(lay.btStride)), argInt(q.NH), argInt(q.NKV), argInt(d.kv.BlockSizeTokens), argF32(scale))
@@ -458,7 +509,7 @@ const ropeFoldMaxRows = 32
 func (d *Device) foldsRope(p *stepPlan) bool {
 	limit := ropeFoldMaxRows
 	switch {
-	case d.q3 == nil || d.opts.force.noRopeInAttention:
+	case d.q3 == nil || d.q3.f32 || d.opts.force.noRopeInAttention:
 		return false
 	case d.opts.force.ropeInAttentionRows > 0:
 		limit = d.opts.force.ropeInAttentionRows
@@ -508,18 +559,18 @@ func (d *Device) prewarmRotaryGEMMs() error {
 			k, oc       int
 			accumulates bool
 		}{
-			{"qkv", q.act.qkv, q.act.norm, w.qkv, dataR16BF, C, q.qkvWidth, false},
+			{"qkv", q.act.qkv, q.act.norm, w.qkv, q.actType(), C, q.qkvWidth, false},
 			{"o_proj", d.act.residual, q.act.att, w.o, dataR32F, q.NH * q.HD, C, true},
-			{"gate_up", q.act.gateUp, q.act.norm, w.gateUp, dataR16BF, C, 2 * q.I, false},
+			{"gate_up", q.act.gateUp, q.act.norm, w.gateUp, q.actType(), C, 2 * q.I, false},
 			{"down", d.act.residual, q.act.hidden, w.down, dataR32F, q.I, C, true},
 		} {
-			if err := g.blas.gemmTyped(g.stream, m.out, m.outType, m.oc, m.in, m.w, dataR16BF, 0, n, m.k, m.oc, epilogueDefault, m.accumulates); err != nil {
+			if err := g.blas.gemmTyped(g.stream, m.out, m.outType, m.oc, m.in, m.w, q.actType(), 0, n, m.k, m.oc, epilogueDefault, m.accumulates); err != nil {
 				return fmt.Errorf("cuda: prewarm %s GEMM of %d rows: %w", m.name, n, err)
 			}
 		}
 	}
 	for _, m := range gemmBuckets(d.opts.MaxSeqs, cublas) {
-		if err := g.blas.gemmTyped(g.stream, d.act.logits, dataR32F, d.vocabPadded, q.act.lnf, q.w.wte, dataR16BF, 0, m, C, d.vocabPadded, epilogueDefault, false); err != nil {
+		if err := g.blas.gemmTyped(g.stream, d.act.logits, dataR32F, d.vocabPadded, q.act.lnf, q.w.wte, q.actType(), 0, m, C, d.vocabPadded, epilogueDefault, false); err != nil {
 			return fmt.Errorf("cuda: prewarm LM head GEMM of %d rows: %w", m, err)
 		}
 	}

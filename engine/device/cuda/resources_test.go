@@ -41,6 +41,7 @@ var spillAllowance = map[string]int{
 	"sample_rows":           64,
 	"sample_rows_large":     96,
 	"q3_embed":              32,
+	"q3f_embed":             32,
 }
 
 const defaultSpillAllowance = 16

@@ -17,7 +17,8 @@ near tie says little).
       .gpu/cuda.test -test.run TestRotaryGreedyVsHF -test.v
 
 The 0.6B checkpoint is 1.2 GB, so neither it nor the output is committed:
-both are made again on the GPU machine (the seeds fix them).
+both are made again on the GPU machine (the seeds fix them); `make gpu-test`
+(engine/device/cuda/gpu_check.sh) does so wherever transformers imports.
 """
 import argparse
 import json
