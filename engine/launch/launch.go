@@ -60,6 +60,10 @@ type Options struct {
 	// synchronously whatever it says.
 	OverlapSchedule      bool
 	GPUMemoryUtilization float64 // --gpu-memory-utilization: cuda, when KVCacheTokens is 0
+	// DType (--dtype): auto (each device's precision for the model), or
+	// one the device computes the model in (dtype.go): float32 runs Qwen3
+	// on cuda in fp32 (cuda.Options.Float32).
+	DType string
 
 	// Observer, when set, is told the phases of every engine step
 	// (engine.Config.Observer): serve's profiler recorder.
@@ -92,6 +96,7 @@ func Defaults() Options {
 		CUDAGraph:            true,
 		OverlapSchedule:      true,
 		GPUMemoryUtilization: cuda.DefaultOptions.GPUMemoryUtilization,
+		DType:                DTypeAuto,
 	}
 }
 
@@ -112,6 +117,8 @@ func (o *Options) Validate() error {
 		return errors.New("--sim-step-us and --sim-prefill-us-per-token must not be negative")
 	case o.GPUMemoryUtilization <= 0 || o.GPUMemoryUtilization > 1:
 		return fmt.Errorf("--gpu-memory-utilization must be in (0, 1], got %g", o.GPUMemoryUtilization)
+	case canonicalDType(o.DType) == "":
+		return fmt.Errorf("--dtype must be auto, float32 (float), bfloat16 or float16 (half), got %q", o.DType)
 	}
 	switch o.Device {
 	case "auto", "cpu", "sim", "cuda":
@@ -168,6 +175,9 @@ func Resolve(o Options, log *slog.Logger) (*Resolved, error) {
 		if r.Tokenizer, err = BuiltinTokenizer(r.Family.TokenizerKind); err != nil {
 			return nil, fmt.Errorf("%s tokenizer: %w", r.Family.Title, err)
 		}
+		if err := checkDType(canonicalDType(o.DType), r.Device, r.Family); err != nil {
+			return nil, err
+		}
 		return r, nil
 	}
 	r.Name = o.ModelDir
@@ -175,6 +185,9 @@ func Resolve(o Options, log *slog.Logger) (*Resolved, error) {
 		return nil, err
 	}
 	if r.Family, err = model.Lookup(r.Model.Family); err != nil {
+		return nil, err
+	}
+	if err := checkDType(canonicalDType(o.DType), r.Device, r.Family); err != nil {
 		return nil, err
 	}
 	if r.Tokenizer, err = loadTokenizer(o.ModelDir, r.Model, r.Family, log); err != nil {

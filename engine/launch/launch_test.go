@@ -30,6 +30,9 @@ func TestValidateRejects(t *testing.T) {
 		"sim-step":      func(o *Options) { o.SimStep = -time.Microsecond },
 		"gpu-mem-zero":  func(o *Options) { o.GPUMemoryUtilization = 0 },
 		"gpu-mem-above": func(o *Options) { o.GPUMemoryUtilization = 1.5 },
+		"dtype":         func(o *Options) { o.DType = "int8" },
+		"dtype-cpu":     func(o *Options) { o.Device, o.DType = "cpu", "bfloat16" },
+		"dtype-sim":     func(o *Options) { o.Device, o.DType = "sim", "float32" },
 	} {
 		o := Defaults()
 		mod(&o)
@@ -40,6 +43,43 @@ func TestValidateRejects(t *testing.T) {
 	o := Defaults()
 	if err := o.Validate(); err != nil {
 		t.Errorf("defaults rejected: %v", err)
+	}
+	for _, dt := range []string{"auto", "float32", "float"} { // cpu computes in fp32
+		o := Defaults()
+		o.Device, o.DType = "cpu", dt
+		if _, err := Resolve(o, nil); err != nil {
+			t.Errorf("--device cpu --dtype %s rejected: %v", dt, err)
+		}
+	}
+}
+
+// TestComputeDTypes: which --dtype each device takes for each family, and
+// that a refusal names what the device does take.
+func TestComputeDTypes(t *testing.T) {
+	gpt2, _ := model.Lookup("gpt2")
+	q3, _ := model.Lookup("qwen3")
+	for _, tc := range []struct {
+		dtype, dev string
+		fam        *model.Family
+		ok         bool
+	}{
+		{"float32", "cpu", q3, true}, {"bfloat16", "cpu", q3, false}, {"float16", "cpu", gpt2, false},
+		{"bfloat16", "cuda", q3, true}, {"float32", "cuda", q3, true}, {"float16", "cuda", q3, false},
+		{"float16", "cuda", gpt2, true}, {"float32", "cuda", gpt2, false}, {"bfloat16", "cuda", gpt2, false},
+		{"auto", "sim", gpt2, true}, {"float16", "sim", gpt2, false},
+	} {
+		err := checkDType(canonicalDType(tc.dtype), tc.dev, tc.fam)
+		if (err == nil) != tc.ok {
+			t.Errorf("--dtype %s on %s for %s: error %v, want ok=%v", tc.dtype, tc.dev, tc.fam.Title, err, tc.ok)
+		}
+		if err != nil && tc.dev != "sim" && !strings.Contains(err.Error(), computeDTypes(tc.dev, tc.fam)[0]) {
+			t.Errorf("--dtype %s on %s: %q does not name what the device takes", tc.dtype, tc.dev, err)
+		}
+	}
+	for alias, want := range map[string]string{"float": "float32", "half": "float16", "": "auto", "fp32": ""} {
+		if got := canonicalDType(alias); got != want {
+			t.Errorf("canonicalDType(%q) = %q, want %q", alias, got, want)
+		}
 	}
 }
 

@@ -115,6 +115,7 @@ func (r *Resolved) openDevice(kv *device.KVConfig) (device.Device, error) {
 	}
 	if r.Device == "cuda" {
 		dev, err := cuda.New(w, *kv, cuda.Options{NoCUDAGraph: !o.CUDAGraph, ChunkRows: o.CUDAChunkRows, MaxSeqs: o.MaxNumSeqs,
+			Float32:       canonicalDType(o.DType) == DTypeFloat32,
 			MaxStepTokens: max(o.MaxNumBatchedTokens, o.MaxNumSeqs), GPUMemoryUtilization: o.GPUMemoryUtilization})
 		if err != nil {
 			return nil, err
