@@ -43,6 +43,8 @@ type options struct {
 	gemmChain             string
 	prefillSizes          string
 	chunkProfile          string
+	profilePrefillTokens  int
+	float32               bool
 	sampling              string
 	variants              map[string]bool     // decode variants to time (nil: all)
 	profileHook           func(on bool) error // decodeStep: around the timed steps (ncu)
@@ -62,6 +64,8 @@ func main() {
 	flag.IntVar(&o.maxStepTokens, "max-step-tokens", 8192, "largest step in tokens")
 	flag.BoolVar(&o.skipOffline, "skip-offline", false, "skip the offline run")
 	flag.BoolVar(&o.skipProf, "skip-profile", false, "skip the per-op table")
+	flag.BoolVar(&o.float32, "float32", false, "run a Qwen3 preset in fp32 (cuda.Options.Float32, serve --dtype float32)")
+	flag.IntVar(&o.profilePrefillTokens, "profile-prefill-tokens", 0, "per-op table: tokens of the profiled prefill step (default -max-step-tokens; serve's step budget is 2048)")
 	flag.BoolVar(&o.gpuSpans, "gpu-spans", false, "overlapped decode: also report the median GPU time of a step (events around each step)")
 	flag.StringVar(&o.ncuBatches, "ncu-batches", "", "only run one profiled decode step per batch size (for ncu --profile-from-start off)")
 	flag.StringVar(&o.sampling, "sampling", "T0.7/p0.9/k50", "sampling of every step: T0.7/p0.9/k50 or greedy")
@@ -143,7 +147,7 @@ func run(o options) error {
 	maxSeqs := max(maxB, o.prompts)
 	blocksPerSeq := (max(o.ctx+o.steps+16, o.promptLen+o.gen) + o.blockSize - 1) / o.blockSize
 	kv := device.KVConfig{NumBlocks: blocksPerSeq * maxSeqs * 2, BlockSizeTokens: o.blockSize}
-	d, err := cuda.New(w, kv, cuda.Options{MaxStepTokens: o.maxStepTokens, MaxSeqs: maxSeqs})
+	d, err := cuda.New(w, kv, cuda.Options{MaxStepTokens: o.maxStepTokens, MaxSeqs: maxSeqs, Float32: o.float32})
 	if err != nil {
 		return err
 	}
@@ -267,17 +271,21 @@ func run(o options) error {
 		d.SetNoCUDAGraph(false)
 	}
 	if !o.skipProf {
-		// One prefill step of the offline run: 32 prompts x 256 tokens.
-		n := max(1, o.maxStepTokens/o.promptLen)
+		// One prefill step of the offline run: its prompts x 256 tokens.
+		stepTokens := o.maxStepTokens
+		if o.profilePrefillTokens > 0 {
+			stepTokens = min(o.profilePrefillTokens, o.maxStepTokens)
+		}
+		n := max(1, stepTokens/o.promptLen)
 		seqs := make([]device.Seq, n)
 		for i := range seqs {
 			seqs[i] = device.Seq{SeqID: uint64(5000 + i), Tokens: randTokens(r, o.promptLen), BlockTable: alloc(o.promptLen), Sample: true, Params: params, BannedToken: -1}
 		}
-		if err := prefill(d, seqs, o.maxStepTokens); err != nil { // warm: plans for this shape
+		if err := prefill(d, seqs, stepTokens); err != nil { // warm: plans for this shape
 			return err
 		}
 		d.EnableOpProfile()
-		if err := prefill(d, seqs, o.maxStepTokens); err != nil {
+		if err := prefill(d, seqs, stepTokens); err != nil {
 			return err
 		}
 		fmt.Printf("\nper-op GPU time, one prefill step of %d x %d tokens:\n%s", n, o.promptLen, d.OpProfile(1))
