@@ -103,3 +103,27 @@ __device__ __forceinline__ int kv_slot(int p, int B) { return p & (B - 1); }
 __device__ __forceinline__ size_t kv_offset(int block, int head, int slot, int NH, int B, int HD) {
     return ((size_t)(block * NH + head) * B + slot) * HD;
 }
+
+// block_sum_256: the sum of v over a block of 256 threads (8 warps), in
+// every thread; part is 8 floats of shared memory the block lends it.
+__device__ __forceinline__ float block_sum_256(float v, float* part) {
+    v = warp_sum(v);
+    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = v;
+    __syncthreads();
+    v = 0.f;
+#pragma unroll
+    for (int k = 0; k < 8; k++) v += part[k];
+    return v;
+}
+
+// q3_head_dst is where head h of a q|k|v row (row: its first element)
+// goes after the q/k norm and rotation: a query back into the row, a key
+// or value into the rotary block's cache at slot (head size 128), nowhere
+// (null) for a key or value of slot < 0.
+template <typename T>
+__device__ __forceinline__ T* q3_head_dst(T* row, T* kc, T* vc, int h, int NH, int NKV, int slot, int B) {
+    if (h < NH) return row + (size_t)h * 128;
+    if (slot < 0) return nullptr;
+    const bool isV = h >= NH + NKV;
+    return (isV ? vc : kc) + kv_offset(kv_block(slot, B), isV ? h - NH - NKV : h - NH, kv_slot(slot, B), NKV, B, 128);
+}

@@ -6,27 +6,9 @@
 // activations can resolve, so only an fp32 path can agree token for token
 // (docs/cuda.md). Each kernel takes the arguments of its bf16 namesake in
 // qwen3.cu, so the step enqueues either set the same way; none of them is
-// tuned for speed.
+// tuned for speed. The embedding's fp32 form, q3f_embed, is in qwen3.cu
+// beside q3_embed (one template).
 #include "common.cuh"
-
-// q3f_embed: q3_embed with an fp32 wte.
-extern "C" __global__ void q3f_embed(float* out, float2* rope, const int* tokens, const int* prev_out, const int* src_rows,
-                                     const int* pos, const float* inv_freq, const float* wte, int N, int C, int half) {
-    grid_dep_launch();
-    grid_dep_wait();
-    const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx < (size_t)N * half) {
-        const int i = idx / half, j = idx % half;
-        float s, c;
-        sincosf((float)pos[i] * inv_freq[j], &s, &c);
-        rope[idx] = make_float2(c, s);
-    }
-    if (idx >= (size_t)N * C) return;
-    const int i = idx / C, c = idx % C;
-    const int src = src_rows[i];
-    const int tok = src >= 0 ? prev_out[src] : tokens[i];
-    out[idx] = wte[(size_t)tok * C + c];
-}
 
 // q3f_rmsnorm: q3_rmsnorm with an fp32 out (R, C): one block of 256
 // threads a row.
@@ -40,12 +22,7 @@ extern "C" __global__ void __launch_bounds__(256) q3f_rmsnorm(float* out, const 
     const float* x = inp + (size_t)src * C;
     float ss = 0.f;
     for (int j = tid; j < C; j += 256) ss += x[j] * x[j];
-    ss = warp_sum(ss);
-    if (tid % 32 == 0) part[tid / 32] = ss;
-    __syncthreads();
-    ss = 0.f;
-#pragma unroll
-    for (int k = 0; k < 8; k++) ss += part[k];
+    ss = block_sum_256(ss, part);
     const float inv = rsqrtf(ss / C + eps);
     for (int j = tid; j < C; j += 256) out[(size_t)r * C + j] = x[j] * inv * w[j];
 }
@@ -83,13 +60,7 @@ extern "C" __global__ void q3f_qk_rope_kv(float* qkv, float* kc, float* vc, cons
             }
             v = make_float4(o[0], o[1], o[2], o[3]);
         }
-        if (h < NH) {
-            *reinterpret_cast<float4*>(row + (size_t)h * HD + 4 * lane) = v;
-        } else if (slot >= 0) {
-            const int kvh = isV ? h - NH - NKV : h - NH;
-            float* dst = (isV ? vc : kc) + kv_offset(kv_block(slot, B), kvh, kv_slot(slot, B), NKV, B, HD) + 4 * lane;
-            *reinterpret_cast<float4*>(dst) = v;
-        }
+        if (float* dst = q3_head_dst(row, kc, vc, h, NH, NKV, slot, B)) *reinterpret_cast<float4*>(dst + 4 * lane) = v;
     }
 }
 

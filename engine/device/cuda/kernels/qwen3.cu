@@ -26,9 +26,13 @@ __device__ __forceinline__ void unpack_bf8(uint4 u, float* f) {
 // the step's rotation table, which every layer's q3_qk_rope_kv reads:
 // rope (N, half) float2 = (cos, sin) of pos[i] * inv_freq[j], the angle
 // rounded to fp32 as transformers computes it.
-extern "C" __global__ void q3_embed(float* out, float2* rope, const int* tokens, const int* prev_out,
-                                    const int* src_rows, const int* pos, const float* inv_freq, const bf16_t* wte,
-                                    int N, int C, int half) {
+__device__ __forceinline__ float wte_float(bf16_t v) { return bf2f(v); }
+__device__ __forceinline__ float wte_float(float v) { return v; }
+
+template <typename W>
+__device__ __forceinline__ void q3_embed_impl(float* out, float2* rope, const int* tokens, const int* prev_out,
+                                              const int* src_rows, const int* pos, const float* inv_freq, const W* wte,
+                                              int N, int C, int half) {
     grid_dep_launch();
     grid_dep_wait();
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -42,7 +46,20 @@ extern "C" __global__ void q3_embed(float* out, float2* rope, const int* tokens,
     int i = idx / C, c = idx % C;
     const int src = src_rows[i];
     const int tok = src >= 0 ? prev_out[src] : tokens[i];
-    out[idx] = bf2f(wte[(size_t)tok * C + c]);
+    out[idx] = wte_float(wte[(size_t)tok * C + c]);
+}
+
+extern "C" __global__ void q3_embed(float* out, float2* rope, const int* tokens, const int* prev_out,
+                                    const int* src_rows, const int* pos, const float* inv_freq, const bf16_t* wte,
+                                    int N, int C, int half) {
+    q3_embed_impl(out, rope, tokens, prev_out, src_rows, pos, inv_freq, wte, N, C, half);
+}
+
+// q3f_embed: q3_embed with an fp32 wte, for the fp32 mode (q3_f32.cu).
+extern "C" __global__ void q3f_embed(float* out, float2* rope, const int* tokens, const int* prev_out,
+                                     const int* src_rows, const int* pos, const float* inv_freq, const float* wte,
+                                     int N, int C, int half) {
+    q3_embed_impl(out, rope, tokens, prev_out, src_rows, pos, inv_freq, wte, N, C, half);
 }
 
 // q3_rmsnorm: out (R, C) bf16 = x / sqrt(mean(x^2) + eps) * w for R rows of
@@ -70,12 +87,7 @@ extern "C" __global__ void __launch_bounds__(256) q3_rmsnorm(bf16_t* out, const 
             ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
         }
     }
-    ss = warp_sum(ss);
-    if (tid % 32 == 0) part[tid / 32] = ss;
-    __syncthreads();
-    ss = 0.f;
-#pragma unroll
-    for (int k = 0; k < 8; k++) ss += part[k];
+    ss = block_sum_256(ss, part);
     const float inv = rsqrtf(ss / C + eps);
     bf16_t* o = out + (size_t)r * C;
     for (int j = tid; j < C / 4; j += 256) {
@@ -148,13 +160,7 @@ extern "C" __global__ void q3_qk_rope_kv(bf16_t* qkv, bf16_t* kc, bf16_t* vc, co
         if (h >= heads) break;
         const bool isV = h >= NH + NKV;
         const uint2 packed = isV ? raw[u] : q3_norm_rope(raw[u], h < NH ? qw : kw, cs, eps);
-        if (h < NH) {
-            *reinterpret_cast<uint2*>(row + (size_t)h * HD) = packed;
-        } else if (slot >= 0) {
-            const int kvh = isV ? h - NH - NKV : h - NH;
-            bf16_t* dst = (isV ? vc : kc) + kv_offset(kv_block(slot, B), kvh, kv_slot(slot, B), NKV, B, HD) + 4 * lane;
-            *reinterpret_cast<uint2*>(dst) = packed;
-        }
+        if (bf16_t* dst = q3_head_dst(row - 4 * lane, kc, vc, h, NH, NKV, slot, B)) *reinterpret_cast<uint2*>(dst + 4 * lane) = packed;
     }
 }
 
