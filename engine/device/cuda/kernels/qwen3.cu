@@ -160,7 +160,13 @@ extern "C" __global__ void q3_qk_rope_kv(bf16_t* qkv, bf16_t* kc, bf16_t* vc, co
         if (h >= heads) break;
         const bool isV = h >= NH + NKV;
         const uint2 packed = isV ? raw[u] : q3_norm_rope(raw[u], h < NH ? qw : kw, cs, eps);
-        if (bf16_t* dst = q3_head_dst(row - 4 * lane, kc, vc, h, NH, NKV, slot, B)) *reinterpret_cast<uint2*>(dst + 4 * lane) = packed;
+        if (h < NH) {
+            *reinterpret_cast<uint2*>(row + (size_t)h * HD) = packed;
+        } else if (slot >= 0) {
+            const int kvh = isV ? h - NH - NKV : h - NH;
+            bf16_t* dst = (isV ? vc : kc) + kv_offset(kv_block(slot, B), kvh, kv_slot(slot, B), NKV, B, HD) + 4 * lane;
+            *reinterpret_cast<uint2*>(dst) = packed;
+        }
     }
 }
 
