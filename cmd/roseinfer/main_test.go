@@ -224,6 +224,9 @@ func TestFlagErrors(t *testing.T) {
 		{"serve", "--stream-interval", "0"},
 		{"serve", "--port", "70000"},
 		{"serve", "--model", filepath.Join(t.TempDir(), "missing")},
+		{"serve", "--dtype", "int8"},
+		{"serve", "--device", "cpu", "--dtype", "bfloat16"}, // cpu computes in fp32
+		{"generate", "--prompt", "x", "--device", "sim", "--dtype", "half"},
 		{"generate", "--prompt", "x", "--top-p", "0"},
 		{"init-model", "--preset", "gpt5", "--out", t.TempDir()},
 		{"init-model", "--dtype", "int8", "--out", t.TempDir()},
@@ -231,6 +234,10 @@ func TestFlagErrors(t *testing.T) {
 		if _, _, err := run(t, ctx, args...); err == nil {
 			t.Errorf("%v: no error", args)
 		}
+	}
+	// vLLM's name for fp32, on the device that computes in it.
+	if _, _, err := run(t, ctx, "generate", "--prompt", "x", "--max-tokens", "2", "--device", "cpu", "--dtype", "float"); err != nil {
+		t.Errorf("generate --device cpu --dtype float: %v", err)
 	}
 	// --no-X turns X off; --max-batch-size is --max-num-seqs.
 	cmd := newServeCommand()
