@@ -6,6 +6,7 @@
 // attention of every row of a step over its sequence's paged cache, SwiGLU.
 #include "common.cuh"
 #include "mma.cuh"  // mma16816_bf, cp16, ldsm4, smem_u32
+#include "fa_tile.cuh"
 
 // unpack_bf8 turns a 16-byte load of 8 bf16 into floats.
 __device__ __forceinline__ void unpack_bf8(uint4 u, float* f) {
@@ -632,50 +633,9 @@ extern "C" __global__ void __launch_bounds__(128) q3_attn_prefill(
                     mma_bf(sc[nt], qa[kk + 1], b[2], b[3]);
                 }
             }
-            float mx0 = m0, mx1 = m1;
-#pragma unroll
-            for (int nt = 0; nt < 8; nt++) {
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    int j = k0 + nt * 8 + t4 * 2 + e;
-                    float v0 = sc[nt][e] * scale, v1 = sc[nt][2 + e] * scale;
-                    if (j > qp0 || j > last) v0 = NEG_INF;
-                    if (j > qp1 || j > last) v1 = NEG_INF;
-                    sc[nt][e] = v0;
-                    sc[nt][2 + e] = v1;
-                    mx0 = fmaxf(mx0, v0);
-                    mx1 = fmaxf(mx1, v1);
-                }
-            }
-            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-            // Key 0 is in the first tile and precedes every row, so the maxima
-            // are finite from the first tile on and m - mx is never -inf - -inf.
-            const float c0 = exp2f(m0 - mx0), c1 = exp2f(m1 - mx1);
-            m0 = mx0;
-            m1 = mx1;
-            l0 *= c0;
-            l1 *= c1;
-#pragma unroll
-            for (int nt = 0; nt < 16; nt++) {
-                o[nt][0] *= c0;
-                o[nt][1] *= c0;
-                o[nt][2] *= c1;
-                o[nt][3] *= c1;
-            }
             uint32_t pa[4][4];
-#pragma unroll
-            for (int nt = 0; nt < 8; nt++) {
-                float p00 = exp2f(sc[nt][0] - m0), p01 = exp2f(sc[nt][1] - m0);
-                float p10 = exp2f(sc[nt][2] - m1), p11 = exp2f(sc[nt][3] - m1);
-                l0 += p00 + p01;
-                l1 += p10 + p11;
-                const int kk = nt / 2, hi = (nt % 2) * 2;
-                pa[kk][hi] = pack_bf2(p00, p01);
-                pa[kk][hi + 1] = pack_bf2(p10, p11);
-            }
+            fa_softmax_tile<16, true>(sc, o, pa, m0, m1, l0, l1, k0, qp0, qp1, last, scale,
+                                      [](float lo, float hi) { return pack_bf2(lo, hi); });
 #pragma unroll
             for (int kk = 0; kk < 4; kk++) {
 #pragma unroll

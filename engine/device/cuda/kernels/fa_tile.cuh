@@ -1,0 +1,65 @@
+// fa_tile.cuh: the online softmax of one 64-key tile in the prefill
+// attention kernels on the tensor cores (attention_mma.cu's fp16 one for
+// head size 64, qwen3.cu's q3_attn_prefill in bf16 for head size 128): a
+// warp's scores S = Q K^T of its rows r0 and r0 + 8 against keys k0 ..
+// k0 + 63 arrive in the mma.sync accumulator layout, sc[nt] holding keys
+// 8nt + 2t, + 1 (elements 0, 1: row r0; 2, 3: row r0 + 8) for lane (g, t).
+#pragma once
+#include "common.cuh"
+
+// fa_softmax_tile scales and masks the scores (keys past a row's position
+// qp0 / qp1 or past the tile's last key get -inf), raises the rows'
+// running maxima m0 / m1, rescales their sums l0 / l1 and the output
+// accumulators o (NO tiles of 8 dims) by the change, and leaves P in pa as
+// the A operand of O += P V (pa[kk]: keys 16kk .. 16kk + 15), packed by
+// pack (fp16 or bf16 pairs; a lambda, so it inlines). BASE2: scores are pre-scaled by log2(e) and
+// exponentiated with exp2f (q3_attn_prefill), else with __expf.
+template <int NO, bool BASE2, typename Pack>
+__device__ __forceinline__ void fa_softmax_tile(float (&sc)[8][4], float (&o)[NO][4], uint32_t (&pa)[4][4], float& m0, float& m1,
+                                                float& l0, float& l1, int k0, int qp0, int qp1, int last, float scale, Pack pack) {
+    const int t4 = threadIdx.x % 32 & 3;
+    float mx0 = m0, mx1 = m1;
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++) {
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int j = k0 + nt * 8 + t4 * 2 + e;
+            float v0 = sc[nt][e] * scale, v1 = sc[nt][2 + e] * scale;
+            if (j > qp0 || j > last) v0 = NEG_INF;
+            if (j > qp1 || j > last) v1 = NEG_INF;
+            sc[nt][e] = v0;
+            sc[nt][2 + e] = v1;
+            mx0 = fmaxf(mx0, v0);
+            mx1 = fmaxf(mx1, v1);
+        }
+    }
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    auto ex = [](float x) { return BASE2 ? exp2f(x) : __expf(x); };
+    // Key 0 is in the first tile and precedes every row, so the maxima are
+    // finite from the first tile on and m - mx is never -inf - -inf.
+    const float c0 = ex(m0 - mx0), c1 = ex(m1 - mx1);
+    m0 = mx0;
+    m1 = mx1;
+    l0 *= c0;
+    l1 *= c1;
+#pragma unroll
+    for (int nt = 0; nt < NO; nt++) {
+        o[nt][0] *= c0;
+        o[nt][1] *= c0;
+        o[nt][2] *= c1;
+        o[nt][3] *= c1;
+    }
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++) {
+        const float p00 = ex(sc[nt][0] - m0), p01 = ex(sc[nt][1] - m0);
+        const float p10 = ex(sc[nt][2] - m1), p11 = ex(sc[nt][3] - m1);
+        l0 += p00 + p01;
+        l1 += p10 + p11;
+        const int kk = nt / 2, hi = (nt % 2) * 2;
+        pa[kk][hi] = pack(p00, p01);
+        pa[kk][hi + 1] = pack(p10, p11);
+    }
+}
