@@ -369,8 +369,8 @@ func kvBytesPerBlock(c model.Config, blockSizeTokens, elemBytes int) int {
 // kvElemBytes is the size of one cached key or value element: 2 (fp16,
 // bf16), 4 in the rotary block's fp32 mode.
 func (d *Device) kvElemBytes() int {
-	if d.q3 != nil && d.q3.f32 {
-		return 4
+	if d.q3 != nil {
+		return d.q3.actBytes()
 	}
 	return 2
 }

@@ -46,9 +46,13 @@ func (q *rotaryState) actType() int {
 	return dataR16BF
 }
 
-// actBytes is the size of one activation element.
-func (q *rotaryState) actBytes() int {
-	if q.f32 {
+// actBytes is the size of one activation, weight or cached key element.
+func (q *rotaryState) actBytes() int { return rotaryElemBytes(q.f32) }
+
+// rotaryElemBytes is the rotary block's element size: 2 (bf16) or, in the
+// fp32 mode, 4.
+func rotaryElemBytes(f32 bool) int {
+	if f32 {
 		return 4
 	}
 	return 2
@@ -224,10 +228,7 @@ func uploadRotaryWeights(g *gpu, w *model.Weights, lr loweredRotary, f32 bool) (
 		t[name] = x.Data
 	}
 	L, C := c.NumLayers, c.Channels
-	elem := 2
-	if f32 {
-		elem = 4
-	}
+	elem := rotaryElemBytes(f32)
 	h := &hostImage{buf: make([]byte, 0, elem*c.NumParameters()+elem*(paddedVocab(c.VocabSize)-c.VocabSize)*C+64<<10)}
 	mat := h.bf16
 	if f32 {
