@@ -41,6 +41,7 @@ type options struct {
 	gpuSpans              bool // overlapped decode: also the steps' GPU time (span events)
 	ncuBatches            string
 	gemmChain             string
+	persistProbe          bool
 	prefillSizes          string
 	chunkProfile          string
 	profilePrefillTokens  int
@@ -70,6 +71,7 @@ func main() {
 	flag.StringVar(&o.ncuBatches, "ncu-batches", "", "only run one profiled decode step per batch size (for ncu --profile-from-start off)")
 	flag.StringVar(&o.sampling, "sampling", "T0.7/p0.9/k50", "sampling of every step: T0.7/p0.9/k50 or greedy")
 	flag.StringVar(&o.gemmChain, "gemm-chain", "", "only run the projection diagnostics at these row counts (e.g. 64,128)")
+	flag.BoolVar(&o.persistProbe, "persist-probe", false, "only run the persistent batch-1 layer loop probe (persist.cu; a Qwen3 preset on Hopper)")
 	flag.StringVar(&o.chunkProfile, "chunk-profile", "", "only time and profile per op a prompt chunk of N new tokens after M cached (N@M), eager")
 	flag.StringVar(&o.prefillSizes, "prefill-sizes", "", "only time one whole-prompt prefill of each of these lengths, in order, on the fresh device (first-time costs)")
 	variants := flag.String("variants", "", "semicolon-separated decode variants to time: graph, no graph (default all)")
@@ -178,6 +180,11 @@ func run(o options) error {
 			return err
 		}
 		return ncuSteps(d, r, o, params, alloc, nb)
+	}
+	if o.persistProbe {
+		report, err := d.PersistProbe(20)
+		fmt.Print(report)
+		return err
 	}
 	if o.gemmChain != "" {
 		nr, err := parseBatches(o.gemmChain)
