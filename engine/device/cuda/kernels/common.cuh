@@ -56,6 +56,28 @@ __device__ __forceinline__ void grid_dep_wait() {
 #endif
 }
 
+// mbarriers (Hopper): a block's waits on its own TMA and bulk copies
+// (wg.cuh, lab/persist.cu).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+
+// mbar_expect: this thread's arrival, announcing bytes of TMA traffic.
+__device__ __forceinline__ void mbar_expect(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+    asm volatile(
+        "{\n.reg .pred P1;\nMBAR_WAIT:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+        "@!P1 bra MBAR_WAIT;\n}" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+}
+#endif
+
 // unpack8 turns a 16-byte load of 8 halves into floats.
 __device__ __forceinline__ void unpack8(uint4 u, float* f) {
     const half_t* h = reinterpret_cast<const half_t*>(&u);

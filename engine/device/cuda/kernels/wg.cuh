@@ -31,24 +31,6 @@
 #define WG_WBOX 16    // wgWeightBoxRows: weight rows per TMA box
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-
-// mbar_expect: this thread's arrival, announcing bytes of TMA traffic.
-__device__ __forceinline__ void mbar_expect(uint32_t bar, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-    asm volatile(
-        "{\n.reg .pred P1;\nWG_WAIT:\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
-        "@!P1 bra WG_WAIT;\n}" ::"r"(bar),
-        "r"(parity)
-        : "memory");
-}
-
 // tma_load copies the box at (c0 = column, c1 = row) of the tensor map at
 // map (global memory) into shared memory at dst, completing on bar; with a
 // cta mask other than 0, into dst and onto bar in every block of the mask

@@ -28,15 +28,6 @@ struct ProbeLayer {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 __device__ __forceinline__ uint32_t pb_smem(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
-__device__ __forceinline__ void pb_wait(uint32_t bar, uint32_t parity) {
-    asm volatile(
-        "{\n.reg .pred P1;\nPB_WAIT:\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
-        "@!P1 bra PB_WAIT;\n}" ::"r"(bar),
-        "r"(parity)
-        : "memory");
-}
-
 // pb_grid_sync: every block of the grid (all resident) adds one to a
 // counter that only grows and waits until it reaches the next multiple of
 // the grid size (target, this block's count of barriers so far times the
@@ -88,7 +79,7 @@ extern "C" __global__ void __launch_bounds__(PB_THREADS, 1)
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int QKV = (NH + 2 * NKV) * PB_HD, A = NH * PB_HD, jobs = 4 * nLayers;
     if (tid == 0) {
-        for (int b = 0; b < 2; b++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(pb_smem(&mbar[b])) : "memory");
+        for (int b = 0; b < 2; b++) mbar_init(pb_smem(&mbar[b]), 1);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
@@ -100,7 +91,7 @@ extern "C" __global__ void __launch_bounds__(PB_THREADS, 1)
         const int R = pb_rows(p.oc), r0 = blockIdx.x * R, n = max(0, min(R, p.oc - r0));
         const uint32_t bytes = (uint32_t)n * p.k * 2, b = pb_smem(&mbar[j & 1]);
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(bytes) : "memory");
+        mbar_expect(b, bytes);
         const unsigned char* src = (const unsigned char*)(p.w + (size_t)r0 * p.k);
         const uint32_t dst = pb_smem(wbuf(j));
         for (uint32_t o = 0; o < bytes; o += PB_PIECE) {
@@ -154,6 +145,26 @@ extern "C" __global__ void __launch_bounds__(PB_THREADS, 1)
         else
             pb_grid_sync(bar, target);
     };
+    // wait_job: projection j's rows are in its buffer.
+    auto wait_job = [&](int j) { mbar_wait(pb_smem(&mbar[j & 1]), (j >> 1) & 1); };
+    // done_job: j's buffer is free for projection j + 2; then the grid waits
+    // for every block's part of j.
+    auto done_job = [&](int j) {
+        __syncthreads();
+        issue(j + 2);
+        sync_grid();
+    };
+    // into_residual: x += projection j of the k-wide src (o_proj, down_proj).
+    auto into_residual = [&](int j, const float* src, int k) {
+        stage_in(src, k);
+        wait_job(j);
+        const int R = pb_rows(C), r0 = blockIdx.x * R, n = max(0, min(R, C - r0));
+        for (int r = warp; r < n; r += PB_WARPS) {
+            const float s = dot(j, r, k);
+            if (lane == 0) x[r0 + r] = __ldcg(x + r0 + r) + s;
+        }
+        done_job(j);
+    };
     issue(0);
     issue(1);
     for (int l = 0; l < nLayers; l++) {
@@ -161,7 +172,7 @@ extern "C" __global__ void __launch_bounds__(PB_THREADS, 1)
         const int j = 4 * l;
         // q|k|v of RMSNorm(x).
         stage_norm(L.ln1);
-        pb_wait(pb_smem(&mbar[j & 1]), (j >> 1) & 1);
+        wait_job(j);
         {
             const int R = pb_rows(QKV), r0 = blockIdx.x * R, n = max(0, min(R, QKV - r0));
             for (int r = warp; r < n; r += PB_WARPS) {
@@ -169,9 +180,7 @@ extern "C" __global__ void __launch_bounds__(PB_THREADS, 1)
                 if (lane == 0) qkv[r0 + r] = s;
             }
         }
-        __syncthreads();
-        issue(j + 2);
-        sync_grid();
+        done_job(j);
         // Attention over the row's one key: each query head's output is its
         // KV head's value.
         for (int e = blockIdx.x * PB_THREADS + tid; e < A; e += gridDim.x * PB_THREADS) {
@@ -179,22 +188,10 @@ extern "C" __global__ void __launch_bounds__(PB_THREADS, 1)
             att[e] = __ldcg(qkv + (NH + NKV + kvh) * PB_HD + e % PB_HD);
         }
         sync_grid();
-        // o_proj into the residual.
-        stage_in(att, A);
-        pb_wait(pb_smem(&mbar[(j + 1) & 1]), ((j + 1) >> 1) & 1);
-        {
-            const int R = pb_rows(C), r0 = blockIdx.x * R, n = max(0, min(R, C - r0));
-            for (int r = warp; r < n; r += PB_WARPS) {
-                const float s = dot(j + 1, r, A);
-                if (lane == 0) x[r0 + r] = __ldcg(x + r0 + r) + s;
-            }
-        }
-        __syncthreads();
-        issue(j + 3);
-        sync_grid();
+        into_residual(j + 1, att, A);
         // gate|up of RMSNorm(x), SwiGLU.
         stage_norm(L.ln2);
-        pb_wait(pb_smem(&mbar[(j + 2) & 1]), ((j + 2) >> 1) & 1);
+        wait_job(j + 2);
         {
             const int R = pb_rows(2 * I), r0 = blockIdx.x * R, n = max(0, min(R, 2 * I - r0));
             for (int p = warp; 2 * p < n; p += PB_WARPS) {
@@ -202,22 +199,8 @@ extern "C" __global__ void __launch_bounds__(PB_THREADS, 1)
                 if (lane == 0) hidden[r0 / 2 + p] = g / (1.f + __expf(-g)) * u;
             }
         }
-        __syncthreads();
-        issue(j + 4);
-        sync_grid();
-        // down_proj into the residual.
-        stage_in(hidden, I);
-        pb_wait(pb_smem(&mbar[(j + 3) & 1]), ((j + 3) >> 1) & 1);
-        {
-            const int R = pb_rows(C), r0 = blockIdx.x * R, n = max(0, min(R, C - r0));
-            for (int r = warp; r < n; r += PB_WARPS) {
-                const float s = dot(j + 3, r, I);
-                if (lane == 0) x[r0 + r] = __ldcg(x + r0 + r) + s;
-            }
-        }
-        __syncthreads();
-        issue(j + 5);
-        sync_grid();
+        done_job(j + 2);
+        into_residual(j + 3, hidden, I);
     }
 #endif
 }
