@@ -526,9 +526,25 @@ func (s *rotaryStep) swiglu() {
 		return
 	}
 	q := s.q
-	s.end("swiglu", s.d.g.launch(q.k.swiglu, ceilDiv(s.N*q.I/2, 256), 1, 1, 256, 0,
+	gx, gy := q3SwiGLUGrid(s.N, q.I)
+	s.end("swiglu", s.d.g.launch(q.k.swiglu, gx, gy, 1, 256, 0,
 		argPtr(q.act.hidden), argPtr(q.act.gateUp), argInt(s.N), argInt(q.I)))
 }
+
+// q3SwiGLUGrid is q3_swiglu's grid for n rows of i outputs: 256-thread
+// blocks of four outputs a thread (two where i is not a multiple of 4)
+// across a row, a row a block row, at most maxGridY of them (the kernel
+// strides over the rest).
+func q3SwiGLUGrid(n, i int) (x, y int) {
+	per := 2
+	if i%4 == 0 {
+		per = 4
+	}
+	return ceilDiv(i, per*256), min(n, maxGridY)
+}
+
+// maxGridY is the most blocks a grid's y dimension may have.
+const maxGridY = 65535
 
 // sample: the device's sampling rules (sample.cuh) over fp32 logits of up
 // to 262,144 ids.

@@ -65,19 +65,19 @@ extern "C" __global__ void q3f_qk_rope_kv(float* qkv, float* kc, float* vc, cons
 }
 
 // q3f_swiglu: q3_swiglu in fp32: out (N, I) = SiLU(gate) * up, each row of
-// gu (N, 2I) holding (gate j, up j) at columns 2j, 2j + 1. The bf16
-// kernel's grid has a thread for every two outputs.
+// gu (N, 2I) holding (gate j, up j) at columns 2j, 2j + 1, on the bf16
+// kernel's grid (four or two outputs a thread, y striding over the rows).
 extern "C" __global__ void q3f_swiglu(float* out, const float* gu, int N, int I) {
     grid_dep_launch();
     grid_dep_wait();
-    const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int half = I / 2;
-    if (idx >= (size_t)N * half) return;
-    const int i = idx / half, c = 2 * (idx % half);
-#pragma unroll
-    for (int k = 0; k < 2; k++) {
-        const float gv = gu[(size_t)i * 2 * I + 2 * (c + k)], uv = gu[(size_t)i * 2 * I + 2 * (c + k) + 1];
-        out[(size_t)i * I + c + k] = gv / (1.f + expf(-gv)) * uv;
+    const int per = I % 4 == 0 ? 4 : 2;
+    const int c = per * (blockIdx.x * blockDim.x + threadIdx.x);
+    if (c >= I) return;
+    for (int i = blockIdx.y; i < N; i += gridDim.y) {
+        for (int k = 0; k < per; k++) {
+            const float gv = gu[(size_t)i * 2 * I + 2 * (c + k)], uv = gu[(size_t)i * 2 * I + 2 * (c + k) + 1];
+            out[(size_t)i * I + c + k] = gv / (1.f + expf(-gv)) * uv;
+        }
     }
 }
 

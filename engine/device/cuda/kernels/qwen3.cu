@@ -174,23 +174,37 @@ extern "C" __global__ void q3_qk_rope_kv(bf16_t* qkv, bf16_t* kc, bf16_t* vc, co
 // q3_swiglu: out (N, I) bf16 = SiLU(gate) * up, each row of gu (N, 2I)
 // holding the pairs (gate j, up j) at columns 2j, 2j + 1 (the gate|up
 // weights are stored interleaved for q3_gemv.cu's SwiGLU epilogue). A
-// thread writes two outputs; I a multiple of 2.
-extern "C" __global__ void q3_swiglu(bf16_t* out, const bf16_t* gu, int N, int I) {
-    grid_dep_launch();
-    grid_dep_wait();
-    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;  // a pair of outputs
-    const int half = I / 2;
-    if (idx >= (size_t)N * half) return;
-    const int i = idx / half, c = 2 * (idx % half);
-    const uint2 p = *reinterpret_cast<const uint2*>(gu + (size_t)i * 2 * I + 2 * c);  // gate c, up c, gate c+1, up c+1
+// thread writes four outputs of a row from one 16-byte load (two where I is
+// not a multiple of 4; I is even); the grid is (ceil(I / (4 or 2) / 256),
+// rows), its y striding over rows past gridDim.y (q3SwiGLUGrid).
+__device__ __forceinline__ uint32_t q3_swiglu2(uint32_t p0, uint32_t p1) {
     float r[2];
 #pragma unroll
     for (int k = 0; k < 2; k++) {
-        const uint32_t w = k == 0 ? p.x : p.y;
+        const uint32_t w = k == 0 ? p0 : p1;
         const float gv = __uint_as_float(w << 16), uv = __uint_as_float(w & 0xffff0000u);
         r[k] = gv / (1.f + __expf(-gv)) * uv;
     }
-    *reinterpret_cast<uint32_t*>(out + (size_t)i * I + c) = (uint32_t)f2bf(r[0]) | ((uint32_t)f2bf(r[1]) << 16);
+    return (uint32_t)f2bf(r[0]) | ((uint32_t)f2bf(r[1]) << 16);
+}
+
+extern "C" __global__ void q3_swiglu(bf16_t* out, const bf16_t* gu, int N, int I) {
+    grid_dep_launch();
+    grid_dep_wait();
+    const int per = I % 4 == 0 ? 4 : 2;
+    const int c = per * (blockIdx.x * blockDim.x + threadIdx.x);
+    if (c >= I) return;
+    for (int i = blockIdx.y; i < N; i += gridDim.y) {
+        const bf16_t* src = gu + (size_t)i * 2 * I + 2 * c;  // gate c, up c, gate c+1, up c+1, ...
+        bf16_t* dst = out + (size_t)i * I + c;
+        if (per == 4) {
+            const uint4 p = *reinterpret_cast<const uint4*>(src);
+            *reinterpret_cast<uint2*>(dst) = make_uint2(q3_swiglu2(p.x, p.y), q3_swiglu2(p.z, p.w));
+        } else {
+            const uint2 p = *reinterpret_cast<const uint2*>(src);
+            *reinterpret_cast<uint32_t*>(dst) = q3_swiglu2(p.x, p.y);
+        }
+    }
 }
 
 // mma_bf: mma16816_bf with the A fragment as an array.
