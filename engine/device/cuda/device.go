@@ -67,6 +67,7 @@ type forcedPaths struct {
 	rotaryWGCluster      int  // q3_wg.cu's launches in clusters of this many column tiles sharing x (0, 1: none)
 	rotaryWGOneSliceRows int  // the most rows whose q|k|v and gate|up take q3_wg.cu (0: rotaryWGOneSliceRows)
 	noRopeInAttention    bool // q3_qk_rope_kv in every step (no q3_attn_rows_rope)
+	noPrefillWG          bool // the prompt chunks' attention through q3_attn_prefill (no q3_attn_wg.cu)
 	ropeInAttentionRows  int  // the most rows of a decode-only step that take q3_attn_rows_rope (0: ropeFoldMaxRows)
 }
 

@@ -96,9 +96,10 @@ func wgPairSmem(bnB, K int) int { return K/wgTileK*(wgTileM+wgPairTileA+bnB)*wgT
 func wgSmem(bn, K int) int { return K/wgTileK*(wgTileM+bn)*wgTileK*2 + 1024 }
 
 // kernelArch is the architecture NVRTC compiles file for, or "" to leave it
-// out: gemm_wg.cu and q3_wg.cu need wgmma, which only sm_90a (NVRTC 12+) has.
+// out: gemm_wg.cu, q3_wg.cu and q3_attn_wg.cu need wgmma, which only sm_90a
+// (NVRTC 12+) has.
 func kernelArch(file, arch string, nvrtcMajor int) string {
-	if file != wgFile && file != q3WGFile {
+	if file != wgFile && file != q3WGFile && file != q3AttnWGFile {
 		return arch
 	}
 	if arch == "sm_90" && nvrtcMajor >= 12 {

@@ -141,6 +141,8 @@ func TestKernelArch(t *testing.T) {
 		{wgFile, "sm_80", 13, ""},
 		{q3WGFile, "sm_90", 13, "sm_90a"},
 		{q3WGFile, "sm_90", 11, ""},
+		{q3AttnWGFile, "sm_90", 13, "sm_90a"},
+		{q3AttnWGFile, "sm_100", 13, ""},
 	} {
 		if got := kernelArch(c.file, c.arch, c.nv); got != c.want {
 			t.Errorf("kernelArch(%s, %s, %d) = %q, want %q", c.file, c.arch, c.nv, got, c.want)

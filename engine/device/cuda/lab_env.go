@@ -15,7 +15,8 @@ import (
 //     cuBLASLt, "rowsblocks=N" has rotarySplits fill N decode-row attention
 //     blocks an SM, "noq3wg" leaves q3_wg.cu out, "noropefold" keeps
 //     q3_qk_rope_kv in decode-only steps and "ropefoldrows=N" folds it into
-//     the attention of decode-only steps of up to N rows, "q3wgcluster=N" launches
+//     the attention of decode-only steps of up to N rows, "noattnwg" keeps
+//     the prompt chunks' attention on q3_attn_prefill, "q3wgcluster=N" launches
 //     it in clusters of N, "q3wgslice=N" sends q|k|v and gate|up of up to N
 //     rows through it (forcedPaths);
 //   - ROSEINFER_CUDA_KERNELS, a directory whose .cu and .cuh files replace
@@ -33,6 +34,8 @@ func init() {
 				o.force.noRotaryWG = true
 			case "noropefold":
 				o.force.noRopeInAttention = true
+			case "noattnwg":
+				o.force.noPrefillWG = true
 			default:
 				if n, ok := strings.CutPrefix(strings.TrimSpace(f), "rowsblocks="); ok {
 					o.force.rowsBlocks, _ = strconv.Atoi(n)

@@ -32,20 +32,29 @@ func TestQ3AttnRows(t *testing.T) {
 	}
 }
 
-// TestQ3AttnPrefill checks the prompt-chunk attention kernel
-// (q3_attn_prefill) the same way: chunks with and without cached prefixes,
-// of one row to several 64-row tiles, each row attending causally over its
-// sequence's cache.
+// TestQ3AttnPrefill checks the prompt-chunk attention kernels
+// (q3_attn_prefill, and q3_attn_wg.cu's on sm_90a) the same way: chunks with
+// and without cached prefixes, of one row to several 64-row tiles, each row
+// attending causally over its sequence's cache.
 func TestQ3AttnPrefill(t *testing.T) {
 	if err := Available(); err != nil {
 		t.Skipf("no CUDA here: %v", err)
 	}
 	chunks := [][2]int{{0, 300}, {100, 77}, {1000, 5}, {17, 64}, {0, 1}, {63, 130}} // cached, new
-	for _, G := range []int{1, 2, 5, 8} {
-		for _, B := range []int{8, 16, 32} {
-			t.Run(fmt.Sprintf("G%d_B%d", G, B), func(t *testing.T) {
-				runQ3AttnPrefill(t, testGPU(t), rand.New(rand.NewPCG(uint64(G), uint64(B))), G, B, chunks)
-			})
+	for _, kern := range []struct {
+		name string
+		smem int
+	}{{"q3_attn_prefill", rotaryPrefillSmem}, {q3AttnWGKernel, rotaryPrefillWGSmem}} {
+		for _, G := range []int{1, 2, 5, 8} {
+			for _, B := range []int{8, 16, 32} {
+				t.Run(fmt.Sprintf("%s_G%d_B%d", kern.name, G, B), func(t *testing.T) {
+					g := testGPU(t)
+					if kern.name == q3AttnWGKernel && kernelArch(q3AttnWGFile, g.arch, g.nv.major) == "" {
+						t.Skipf("%s is built for sm_90a by NVRTC 12+ only; here %s", q3AttnWGFile, g.arch)
+					}
+					runQ3AttnPrefill(t, g, kern.name, kern.smem, rand.New(rand.NewPCG(uint64(G), uint64(B))), G, B, chunks)
+				})
+			}
 		}
 	}
 }
@@ -202,7 +211,7 @@ func runQ3AttnRows(t *testing.T, g *gpu, r *rand.Rand, G, B, nsplit int, ctxs []
 	})
 }
 
-func runQ3AttnPrefill(t *testing.T, g *gpu, r *rand.Rand, G, B int, chunks [][2]int) {
+func runQ3AttnPrefill(t *testing.T, g *gpu, kernel string, smem int, r *rand.Rand, G, B int, chunks [][2]int) {
 	const NKV, HD = q3TestKVHeads, rotaryHeadDim
 	NH := G * NKV
 	width := (NH + 2*NKV) * HD
@@ -230,12 +239,12 @@ func runQ3AttnPrefill(t *testing.T, g *gpu, r *rand.Rand, G, B int, chunks [][2]
 		row += ch[1]
 	}
 	dK, dV, dBT, dStride := c.upload(t, g)
-	k := g.kernel("q3_attn_prefill")
-	if err := g.setMaxDynamicSmem(k, rotaryPrefillSmem); err != nil {
+	k := g.kernel(kernel)
+	if err := g.setMaxDynamicSmem(k, smem); err != nil {
 		t.Fatal(err)
 	}
 	out := devBuf(t, g, 2*rows*NH*HD)
-	if err := g.launch(k, len(tileSeq), NH, 1, 128, rotaryPrefillSmem, argPtr(out), argPtr(upload(t, g, toBF16(qkv))), argPtr(dK),
+	if err := g.launch(k, len(tileSeq), NH, 1, 128, smem, argPtr(out), argPtr(upload(t, g, toBF16(qkv))), argPtr(dK),
 		argPtr(dV), argPtr(upload(t, g, qStart)), argPtr(upload(t, g, qLen)), argPtr(upload(t, g, ctx)), argPtr(upload(t, g, tileSeq)),
 		argPtr(upload(t, g, tileQ0)), argPtr(dBT), argPtr(dStride), argInt(NH), argInt(NKV), argInt(B),
 		argF32(float32(math.Log2E/math.Sqrt(HD)))); err != nil {

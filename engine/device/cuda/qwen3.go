@@ -31,6 +31,7 @@ type rotaryState struct {
 	eps                      float32
 	gemvOK                   bool     // steps of up to maxGemvRows rows run q3_gemv.cu (qwen3_gemv.go)
 	wg                       rotaryWG // steps of up to rotaryWGRows rows run q3_wg.cu on Hopper (q3_wg.go)
+	prefillSmem              int      // k.attnPrefill's dynamic shared memory
 	// f32 (Options.Float32): weights, activations and the KV cache in fp32
 	// through q3_f32.cu's kernels and cuBLASLt alone; the buffers and
 	// weights documented as bf16 below are fp32 then.
@@ -145,7 +146,14 @@ func (d *Device) initRotary(w *model.Weights, lr loweredRotary) error {
 	if err := g.setMaxDynamicSmem(q.k.sample, sampleLargeSmem); err != nil {
 		return err
 	}
+	q.prefillSmem = rotaryPrefillSmem
+	if q.f32 {
+		q.prefillSmem = 0
+	}
 	if err := g.setMaxDynamicSmem(q.k.attnPrefill, rotaryPrefillSmem); err != nil {
+		return err
+	}
+	if err := d.usePrefillWG(); err != nil {
 		return err
 	}
 	if b := d.kv.BlockSizeTokens; b&(b-1) != 0 {
@@ -456,11 +464,7 @@ func (s *rotaryStep) attention(l int, w *rotaryLayer) {
 		}
 	}
 	if err == nil && lay.nTiles > 0 {
-		smem := rotaryPrefillSmem
-		if q.f32 {
-			smem = 0
-		}
-		err = d.g.launch(q.k.attnPrefill, lay.nTiles, q.NH, 1, 128, smem,
+		err = d.g.launch(q.k.attnPrefill, lay.nTiles, q.NH, 1, 128, q.prefillSmem,
 			argPtr(q.act.att), argPtr(q.act.qkv), argPtr(kc), argPtr(vc), argPtr(p.in(lay.qStart)), argPtr(p.in(lay.qLen)),
 			argPtr(p.in(lay.ctx)), argPtr(p.in(lay.tileSeq)), argPtr(p.in(lay.tileQ0)), argPtr(p.in(lay.blockTables)),
 			argPtr(p.in(lay.btStride)), argInt(q.NH), argInt(q.NKV), argInt(d.kv.BlockSizeTokens), argF32(scale))

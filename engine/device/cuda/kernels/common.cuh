@@ -34,6 +34,11 @@ __device__ __forceinline__ bf16_t f2bf(float f) {
     return (bf16_t)(u >> 16);
 }
 
+// pack_bf2 rounds two floats into a bf16 pair, lo in the low half.
+__device__ __forceinline__ uint32_t pack_bf2(float lo, float hi) {
+    return (uint32_t)f2bf(lo) | ((uint32_t)f2bf(hi) << 16);
+}
+
 // Programmatic dependent launch (Hopper; no-ops elsewhere and when a kernel
 // was launched without the attribute). Every kernel signals at its start
 // that the next kernel in the stream may be scheduled (grid_dep_launch), and

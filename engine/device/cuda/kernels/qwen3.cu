@@ -212,10 +212,6 @@ __device__ __forceinline__ void mma_bf(float* c, const uint32_t* a, uint32_t b0,
     mma16816_bf(c, a[0], a[1], a[2], a[3], b0, b1);
 }
 
-__device__ __forceinline__ uint32_t pack_bf2(float lo, float hi) {
-    return (uint32_t)f2bf(lo) | ((uint32_t)f2bf(hi) << 16);
-}
-
 // word w of a 16-byte load (w a compile-time constant once unrolled).
 __device__ __forceinline__ uint32_t u4_word(uint4 u, int w) { return w == 0 ? u.x : w == 1 ? u.y : w == 2 ? u.z : u.w; }
 

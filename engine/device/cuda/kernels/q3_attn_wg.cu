@@ -1,0 +1,163 @@
+// q3_attn_wg.cu: the rotary block's prompt-chunk attention on Hopper
+// (sm_90a only) with warpgroup MMAs. It keeps q3_attn_prefill's contract
+// (qwen3.cu: grid (tiles, NH), 128 threads, the same arguments and
+// outputs) and takes FlashAttention-3's operand placement (Shah et al.,
+// 2024) without its warp specialisation: the block's one warpgroup holds
+// the tile's 64 query rows of one head. Q and each 64-key tile of K and V
+// are copied by cp.async from the paged cache into shared memory in the
+// 128-byte swizzle that wgmma reads; S = Q K^T is eight m64n64k16 wgmmas
+// with both operands there; the online softmax runs on the accumulators in
+// registers, whose layout is mma.sync's for each warp's 16 rows (so
+// fa_tile.cuh serves unchanged); O += P V takes P from those registers as
+// the A operand and V from shared memory as an MN-major (transposed) B.
+// The next tile's copies are in flight while this one is computed.
+//
+// Why: q3_attn_prefill's mma.sync chains at two blocks an SM ran the
+// offline run's 16,384-token prefill attention at 89 TFLOP/s (docs/cuda.md).
+#define WG_BF16 1
+#include "wg.cuh"
+#include "fa_tile.cuh"
+
+#define AW_HD 128
+#define AW_BR 64                       // query rows of a tile (one wgmma M)
+#define AW_BC 64                       // keys of a tile
+#define AW_HALF (AW_BC * 128)          // bytes of 64 rows of 64 dims
+#define AW_TILE (2 * AW_HALF)          // bytes of a 64 x 128 tile of Q, K or V
+#define AW_SMEM (5 * AW_TILE + 1024)   // Q, two stages of K and V, and the swizzle's alignment
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// aw_swz is the byte offset of 16-byte chunk c (dims 8c .. 8c + 7) of row r
+// of a 64 x 128 tile: dims 0-63 first, then 64-127, each half 64 rows of
+// 128 bytes whose chunks the 128-byte swizzle permutes (chunk ^ row % 8;
+// the tile is 1024-byte aligned).
+__device__ __forceinline__ uint32_t aw_swz(int r, int c) {
+    return (c >> 3) * AW_HALF + r * 128 + (((c & 7) ^ (r & 7)) << 4);
+}
+
+// wgmma_rs_n64_tb: d(64 x 64) += A(64 x 16) B(16 x 64), A from registers
+// (each warp's 16 rows in mma.sync's A fragment), B in shared memory with
+// N contiguous (MN-major: the transpose flag): one 64-dim half of 16 keys
+// of V, rows of 128 bytes, 8-row groups 1024 bytes apart (wg_desc).
+__device__ __forceinline__ void wgmma_rs_n64_tb(float* d, const uint32_t (&a)[4], uint64_t b) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, 1, 1, 1, 1;"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+
+// aw_fence keeps the compiler from moving uses of registers that a wgmma
+// in flight reads or writes across its issue or its wait.
+template <int N>
+__device__ __forceinline__ void aw_fence(float* r) {
+#pragma unroll
+    for (int i = 0; i < N; i++) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+extern "C" __global__ void __launch_bounds__(128) q3_attn_prefill_wg(
+    bf16_t* out, const bf16_t* qkv, const bf16_t* kc, const bf16_t* vc, const int* q_start, const int* q_len,
+    const int* ctx_len, const int* tile_seq, const int* tile_q0, const int* block_tables, const int* bt_stride, int NH,
+    int NKV, int B, float scale) {
+    grid_dep_launch();
+    extern __shared__ __align__(16) unsigned char aw_sm[];
+    const uint32_t qs = (smem_u32(aw_sm) + 1023) & ~1023u;  // Q; stage s's K at qs + (1 + 2s) AW_TILE, its V after it
+    const int s = tile_seq[blockIdx.x], q0 = tile_q0[blockIdx.x], h = blockIdx.y;
+    const int kvh = h / (NH / NKV);
+    const int width = (NH + 2 * NKV) * AW_HD, C = NH * AW_HD;
+    const int len = q_len[s], ctx = ctx_len[s], qrow = q_start[s];
+    const int* bt = block_tables + (size_t)s * bt_stride[0];
+    const int last = ctx + min(q0 + AW_BR, len) - 1;  // last key position the tile needs
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane >> 2, t4 = lane & 3;
+    grid_dep_wait();
+
+    {  // Q: rows past the chunk read as zeros
+#pragma unroll
+        for (int u = 0; u < AW_BR * 16 / 128; u++) {
+            const int c = tid + 128 * u, r = c >> 4, ch = c & 15;
+            const bool ok = q0 + r < len;
+            cp16(qs + aw_swz(r, ch), qkv + (ok ? (size_t)(qrow + q0 + r) * width + h * AW_HD + ch * 8 : 0), ok);
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    }
+    // issue: keys and values k0 .. k0 + 63 into a stage; past `last`, zeros
+    // (P = 0 must not meet NaN).
+    auto issue = [&](int k0, int stage) {
+        const uint32_t ks = qs + (1 + 2 * stage) * AW_TILE, vs = ks + AW_TILE;
+#pragma unroll
+        for (int u = 0; u < AW_BC * 16 / 128; u++) {
+            const int c = tid + 128 * u, key = c >> 4, ch = c & 15;
+            const int j = k0 + key;
+            const bool ok = j <= last;
+            const size_t off = ok ? kv_offset(bt[kv_block(j, B)], kvh, kv_slot(j, B), NKV, B, AW_HD) + ch * 8 : 0;
+            cp16(ks + aw_swz(key, ch), kc + off, ok);
+            cp16(vs + aw_swz(key, ch), vc + off, ok);
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    };
+    issue(0, 0);
+
+    const int r0 = warp * 16 + g;  // this thread's rows in the tile: r0 and r0 + 8
+    const int qp0 = ctx + q0 + r0, qp1 = qp0 + 8;  // their absolute positions
+    float o[16][4];
+#pragma unroll
+    for (int nt = 0; nt < 16; nt++) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.f;
+    float m0 = NEG_INF, m1 = NEG_INF, l0 = 0.f, l1 = 0.f;
+
+    for (int k0 = 0, stage = 0; k0 <= last; k0 += AW_BC, stage ^= 1) {
+        if (k0 + AW_BC <= last) {
+            issue(k0 + AW_BC, stage ^ 1);
+            asm volatile("cp.async.wait_group 1;" ::: "memory");
+        } else {
+            asm volatile("cp.async.wait_group 0;" ::: "memory");
+        }
+        // This thread's copies are visible to the async proxy (wgmma's
+        // operand reads), then every thread's are.
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        __syncthreads();
+        const uint32_t ks = qs + (1 + 2 * stage) * AW_TILE, vs = ks + AW_TILE;
+        float sc[8][4];
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++) sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.f;
+        aw_fence<32>(&sc[0][0]);
+        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+        for (int kk = 0; kk < AW_HD / 16; kk++) {
+            const uint32_t at = (kk >> 2) * AW_HALF + (kk & 3) * 32;
+            wgmma_n64(&sc[0][0], wg_desc(qs + at), wg_desc(ks + at));
+        }
+        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+        aw_fence<32>(&sc[0][0]);
+        uint32_t pa[4][4];
+        fa_softmax_tile<16, true>(sc, o, pa, m0, m1, l0, l1, k0, qp0, qp1, last, scale,
+                                  [](float lo, float hi) { return pack_bf2(lo, hi); });
+        aw_fence<64>(&o[0][0]);
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) asm volatile("" : "+r"(pa[kk][i])::"memory");
+        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+#pragma unroll
+            for (int hd = 0; hd < 2; hd++) wgmma_rs_n64_tb(&o[8 * hd][0], pa[kk], wg_desc(vs + hd * AW_HALF + kk * 16 * 128));
+        }
+        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+        aw_fence<64>(&o[0][0]);
+        __syncthreads();  // every warp's wgmmas are done with this stage before it is refilled
+    }
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    const int qi0 = q0 + r0, qi1 = qi0 + 8;
+    const float inv0 = 1.f / l0, inv1 = 1.f / l1;
+#pragma unroll
+    for (int nt = 0; nt < 16; nt++) {
+        const int col = h * AW_HD + nt * 8 + t4 * 2;
+        if (qi0 < len) *(uint32_t*)(out + (size_t)(qrow + qi0) * C + col) = pack_bf2(o[nt][0] * inv0, o[nt][1] * inv0);
+        if (qi1 < len) *(uint32_t*)(out + (size_t)(qrow + qi1) * C + col) = pack_bf2(o[nt][2] * inv1, o[nt][3] * inv1);
+    }
+}
+#endif
