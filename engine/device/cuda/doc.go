@@ -55,6 +55,9 @@
 //     kernel) at 17-128 rows instead of q3_wg.cu: GPUs other than sm_90a,
 //     NVRTC before 12, drivers without cuTensorMapEncodeTiled, or a model
 //     whose projections fit none of its launch shapes.
+//   - The rotary block's prompt-chunk attention through q3_attn_prefill
+//     (mma.sync) instead of q3_attn_wg.cu's wgmma kernel: GPUs other than
+//     sm_90a and NVRTC before 12 (the fp32 mode has q3f_attn_prefill).
 //   - The rotary block's q/k norm and rotation as their own kernel
 //     (q3_qk_rope_kv) before the attention: steps with prompt chunks, and
 //     decode-only steps of more than 32 rows, where it is faster than the

@@ -62,13 +62,18 @@ func TestRotaryLogitsVsCPU(t *testing.T) {
 	// rotaryWGOneSliceRows forced to 128.
 	for _, o := range []Options{{}, {NoCUDAGraph: true}, {ChunkRows: -1}, {force: forcedPaths{noPDL: true}},
 		{force: forcedPaths{cuBLASLt: true}}, {force: forcedPaths{rotaryWGOneSliceRows: 128}},
-		{force: forcedPaths{noRopeInAttention: true}}} {
+		{force: forcedPaths{noRopeInAttention: true}}, {force: forcedPaths{noPrefillWG: true}}} {
 		o.MaxStepTokens, o.MaxSeqs = 1024, 64
-		t.Run(fmt.Sprintf("noCUDAGraph=%v_chunkRows=%d_noPDL=%v_cuBLASLt=%v_wgOneSlice=%d_noRopeInAttention=%v", o.NoCUDAGraph,
-			o.ChunkRows, o.force.noPDL, o.force.cuBLASLt, o.force.rotaryWGOneSliceRows, o.force.noRopeInAttention), func(t *testing.T) {
+		t.Run(fmt.Sprintf("noCUDAGraph=%v_chunkRows=%d_noPDL=%v_cuBLASLt=%v_wgOneSlice=%d_noRopeInAttention=%v_noPrefillWG=%v", o.NoCUDAGraph,
+			o.ChunkRows, o.force.noPDL, o.force.cuBLASLt, o.force.rotaryWGOneSliceRows, o.force.noRopeInAttention,
+			o.force.noPrefillWG), func(t *testing.T) {
 			d := newTestDevice(t, w, o)
 			if wgBuilt := kernelArch(q3WGFile, d.g.arch, d.g.nv.major) != ""; wgBuilt && !o.force.cuBLASLt && !d.q3.wg.ok {
 				t.Fatal("q3_wg.cu was built but its 17-128-row steps are off") // the first step has 78 rows
+			}
+			wantWG := kernelArch(q3AttnWGFile, d.g.arch, d.g.nv.major) != "" && !o.force.noPrefillWG
+			if got := d.q3.k.attnPrefill.name == q3AttnWGKernel; got != wantWG {
+				t.Fatalf("prompt chunks' attention through %s, want q3_attn_wg.cu's: %v", d.q3.k.attnPrefill.name, wantWG)
 			}
 			checkRotarySteps(t, d, w, rotaryLogitsBound)
 		})
