@@ -108,16 +108,5 @@ extern "C" __global__ void __launch_bounds__(128) attention_prefill_mma_64(
             }
         }
     }
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-    const int qi0 = q0 + r0, qi1 = qi0 + 8;
-    const float inv0 = 1.f / l0, inv1 = 1.f / l1;
-#pragma unroll
-    for (int nt = 0; nt < 8; nt++) {
-        int col = h * FA_HD + nt * 8 + t4 * 2;
-        if (qi0 < len) *(uint32_t*)(out + (size_t)(qs + qi0) * C + col) = pack_half2(o[nt][0] * inv0, o[nt][1] * inv0);
-        if (qi1 < len) *(uint32_t*)(out + (size_t)(qs + qi1) * C + col) = pack_half2(o[nt][2] * inv1, o[nt][3] * inv1);
-    }
+    fa_store<8>(out, o, l0, l1, qs, q0 + r0, len, C, h * FA_HD, [](float lo, float hi) { return pack_half2(lo, hi); });
 }

@@ -63,3 +63,26 @@ __device__ __forceinline__ void fa_softmax_tile(float (&sc)[8][4], float (&o)[NO
         pa[kk][hi + 1] = pack(p10, p11);
     }
 }
+
+// fa_store finishes a warp's rows of a tile: qi0 and qi0 + 8 of a chunk of
+// len rows (output rows base + qi), their sums l0 / l1 completed over the
+// quad, O / l packed by pack (fp16 or bf16 pairs) into out (C elements a
+// row) from column col0 on, NO tiles of 8 columns; rows past the chunk are
+// not stored.
+template <int NO, typename Pack>
+__device__ __forceinline__ void fa_store(unsigned short* out, const float (&o)[NO][4], float l0, float l1, int base, int qi0,
+                                         int len, int C, int col0, Pack pack) {
+    const int t4 = threadIdx.x % 32 & 3;
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    const int qi1 = qi0 + 8;
+    const float inv0 = 1.f / l0, inv1 = 1.f / l1;
+#pragma unroll
+    for (int nt = 0; nt < NO; nt++) {
+        const int col = col0 + nt * 8 + t4 * 2;
+        if (qi0 < len) *(uint32_t*)(out + (size_t)(base + qi0) * C + col) = pack(o[nt][0] * inv0, o[nt][1] * inv0);
+        if (qi1 < len) *(uint32_t*)(out + (size_t)(base + qi1) * C + col) = pack(o[nt][2] * inv1, o[nt][3] * inv1);
+    }
+}

@@ -67,7 +67,7 @@ extern "C" __global__ void __launch_bounds__(128) q3_attn_prefill_wg(
     const int len = q_len[s], ctx = ctx_len[s], qrow = q_start[s];
     const int* bt = block_tables + (size_t)s * bt_stride[0];
     const int last = ctx + min(q0 + AW_BR, len) - 1;  // last key position the tile needs
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane >> 2, t4 = lane & 3;
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane >> 2;
     grid_dep_wait();
 
     {  // Q: rows past the chunk read as zeros
@@ -147,17 +147,6 @@ extern "C" __global__ void __launch_bounds__(128) q3_attn_prefill_wg(
         aw_fence<64>(&o[0][0]);
         __syncthreads();  // every warp's wgmmas are done with this stage before it is refilled
     }
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-    const int qi0 = q0 + r0, qi1 = qi0 + 8;
-    const float inv0 = 1.f / l0, inv1 = 1.f / l1;
-#pragma unroll
-    for (int nt = 0; nt < 16; nt++) {
-        const int col = h * AW_HD + nt * 8 + t4 * 2;
-        if (qi0 < len) *(uint32_t*)(out + (size_t)(qrow + qi0) * C + col) = pack_bf2(o[nt][0] * inv0, o[nt][1] * inv0);
-        if (qi1 < len) *(uint32_t*)(out + (size_t)(qrow + qi1) * C + col) = pack_bf2(o[nt][2] * inv1, o[nt][3] * inv1);
-    }
+    fa_store<16>(out, o, l0, l1, qrow, q0 + r0, len, C, h * AW_HD, [](float lo, float hi) { return pack_bf2(lo, hi); });
 }
 #endif
