@@ -95,8 +95,8 @@ extern "C" __global__ void __launch_bounds__(256) q3_rmsnorm(bf16_t* out, const 
         const float4 v = one ? v0 : x[j];
         const float4 g = reinterpret_cast<const float4*>(w)[j];
         uint2 packed;
-        packed.x = (uint32_t)f2bf(v.x * inv * g.x) | ((uint32_t)f2bf(v.y * inv * g.y) << 16);
-        packed.y = (uint32_t)f2bf(v.z * inv * g.z) | ((uint32_t)f2bf(v.w * inv * g.w) << 16);
+        packed.x = pack_bf2(v.x * inv * g.x, v.y * inv * g.y);
+        packed.y = pack_bf2(v.z * inv * g.z, v.w * inv * g.w);
         reinterpret_cast<uint2*>(o)[j] = packed;
     }
 }
@@ -127,8 +127,8 @@ __device__ __forceinline__ uint2 q3_norm_rope(uint2 raw, const float (&nw)[4], c
         o[c] = lane < 16 ? v[c] * cs[c].x - partner * cs[c].y : v[c] * cs[c].x + partner * cs[c].y;
     }
     uint2 packed;
-    packed.x = (uint32_t)f2bf(o[0]) | ((uint32_t)f2bf(o[1]) << 16);
-    packed.y = (uint32_t)f2bf(o[2]) | ((uint32_t)f2bf(o[3]) << 16);
+    packed.x = pack_bf2(o[0], o[1]);
+    packed.y = pack_bf2(o[2], o[3]);
     return packed;
 }
 
@@ -185,7 +185,7 @@ __device__ __forceinline__ uint32_t q3_swiglu2(uint32_t p0, uint32_t p1) {
         const float gv = __uint_as_float(w << 16), uv = __uint_as_float(w & 0xffff0000u);
         r[k] = gv / (1.f + __expf(-gv)) * uv;
     }
-    return (uint32_t)f2bf(r[0]) | ((uint32_t)f2bf(r[1]) << 16);
+    return pack_bf2(r[0], r[1]);
 }
 
 extern "C" __global__ void q3_swiglu(bf16_t* out, const bf16_t* gu, int N, int I) {

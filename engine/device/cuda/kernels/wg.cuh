@@ -163,7 +163,7 @@ __device__ __forceinline__ void wg_store(const float* acc, const WgEpilogue<BN>&
                 if (e & 1) continue;  // columns col and col + 1 (OC is a multiple of BN), as one store
                 const float v1 = acc[j * 4 + e + 1] + ep.bias[j * 2 + 1];
                 if (mode == WG_OUT_BF16)
-                    *reinterpret_cast<uint32_t*>((bf16_t*)out + o) = (uint32_t)f2bf(v) | ((uint32_t)f2bf(v1) << 16);
+                    *reinterpret_cast<uint32_t*>((bf16_t*)out + o) = pack_bf2(v, v1);
                 else  // (gate, up) of output column col / 2 of rows of ldo
                     ((bf16_t*)out)[(size_t)row * ldo + col / 2] = f2bf(v / (1.f + __expf(-v)) * v1);
             } else if (!split) {
