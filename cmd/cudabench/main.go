@@ -34,6 +34,7 @@ type options struct {
 	preset                string
 	batches               []int
 	ctx, steps            int
+	ctxRangeRatio         float64 // decode contexts uniform in ctx × [1 - r, 1 + r] (vLLM's --random-range-ratio)
 	prompts, promptLen    int
 	gen, blockSize        int
 	maxStepTokens         int
@@ -57,6 +58,7 @@ func main() {
 	flag.StringVar(&o.preset, "preset", "gpt2", "model preset (random weights)")
 	flag.StringVar(&batches, "batches", "1,8,16,32,128", "decode batch sizes")
 	flag.IntVar(&o.ctx, "ctx", 300, "context length of decode sequences")
+	flag.Float64Var(&o.ctxRangeRatio, "ctx-range-ratio", 0, "decode contexts uniform in ctx*(1-r) .. ctx*(1+r), mean ctx (0: all ctx; as vLLM's --random-range-ratio)")
 	flag.IntVar(&o.steps, "steps", 50, "timed decode steps per batch size")
 	flag.IntVar(&o.prompts, "prompts", 128, "offline: prompts")
 	flag.IntVar(&o.promptLen, "prompt-len", 256, "offline: prompt tokens")
@@ -96,6 +98,10 @@ func main() {
 	}
 	var err error
 	if o.batches, err = parseBatches(batches); err != nil {
+		fmt.Fprintln(os.Stderr, "cudabench:", err)
+		os.Exit(2)
+	}
+	if err := checkContexts(o.ctx, o.ctxRangeRatio); err != nil {
 		fmt.Fprintln(os.Stderr, "cudabench:", err)
 		os.Exit(2)
 	}
@@ -147,7 +153,8 @@ func run(o options) error {
 		maxB = max(maxB, b)
 	}
 	maxSeqs := max(maxB, o.prompts)
-	blocksPerSeq := (max(o.ctx+o.steps+16, o.promptLen+o.gen) + o.blockSize - 1) / o.blockSize
+	_, longest := ctxBounds(o.ctx, o.ctxRangeRatio)
+	blocksPerSeq := (max(longest+o.steps+16, o.promptLen+o.gen) + o.blockSize - 1) / o.blockSize
 	kv := device.KVConfig{NumBlocks: blocksPerSeq * maxSeqs * 2, BlockSizeTokens: o.blockSize}
 	d, err := cuda.New(w, kv, cuda.Options{MaxStepTokens: o.maxStepTokens, MaxSeqs: maxSeqs, Float32: o.float32})
 	if err != nil {
@@ -224,7 +231,7 @@ func run(o options) error {
 			if err != nil {
 				return fmt.Errorf("decode batch %d (%s): %w", b, v.name, err)
 			}
-			record(fmt.Sprintf("decode step, batch %d, ctx %d, %s (%s)", b, o.ctx, o.sampling, v.name), fmt.Sprintf("%.3f ms (%.0f tok/s)", ms, float64(b)/ms*1000))
+			record(fmt.Sprintf("decode step, batch %d, ctx %s, %s (%s)", b, ctxLabel(o.ctx, o.ctxRangeRatio), o.sampling, v.name), fmt.Sprintf("%.3f ms (%.0f tok/s)", ms, float64(b)/ms*1000))
 		}
 		if err := decodeVariants[0].set(d); err != nil {
 			return err
@@ -233,13 +240,13 @@ func run(o options) error {
 		if err != nil {
 			return fmt.Errorf("decode batch %d (overlapped): %w", b, err)
 		}
-		record(fmt.Sprintf("decode step, batch %d, ctx %d (graph, overlapped: step period)", b, o.ctx), fmt.Sprintf("%.3f ms (%.0f tok/s)", ms, float64(b)/ms*1000))
+		record(fmt.Sprintf("decode step, batch %d, ctx %s (graph, overlapped: step period)", b, ctxLabel(o.ctx, o.ctxRangeRatio)), fmt.Sprintf("%.3f ms (%.0f tok/s)", ms, float64(b)/ms*1000))
 		if o.gpuSpans { // a run of its own: the span events cost the period a few us
 			ms, gpuMs, err := decodeOverlapped(d, r, b, o, params, alloc, true)
 			if err != nil {
 				return fmt.Errorf("decode batch %d (overlapped, GPU spans): %w", b, err)
 			}
-			record(fmt.Sprintf("decode step, batch %d, ctx %d (graph, overlapped, span events: GPU time of a step, median / period)", b, o.ctx),
+			record(fmt.Sprintf("decode step, batch %d, ctx %s (graph, overlapped, span events: GPU time of a step, median / period)", b, ctxLabel(o.ctx, o.ctxRangeRatio)),
 				fmt.Sprintf("%.3f / %.3f ms", gpuMs, ms))
 		}
 	}
@@ -334,7 +341,7 @@ func ncuSteps(d *cuda.Device, r *rand.Rand, o options, p sample.Params, alloc fu
 			if _, err := decodeStep(d, r, b, po, p, alloc, false); err != nil {
 				return err
 			}
-			fmt.Printf("ncu: profiled one decode step, batch %d, ctx %d (%s kernels)\n", b, o.ctx, v.name)
+			fmt.Printf("ncu: profiled one decode step, batch %d, ctx %s (%s kernels)\n", b, ctxLabel(o.ctx, o.ctxRangeRatio), v.name)
 		}
 	}
 	return nil
@@ -399,7 +406,7 @@ func decodeStep(d *cuda.Device, r *rand.Rand, b int, o options, p sample.Params,
 		if profile && (k == 2 || k == 5) {
 			d.EnableOpProfile() // at 2: start (graphs re-captured with events); at 5: drop the warm-up steps
 		}
-		batch := decodeBatch(seqs, o, k, int32(r.IntN(50000)))
+		batch := decodeBatch(seqs, k, int32(r.IntN(50000)))
 		if k == 5 && o.profileHook != nil {
 			if err := o.profileHook(true); err != nil {
 				return 0, err
@@ -420,37 +427,44 @@ func decodeStep(d *cuda.Device, r *rand.Rand, b int, o options, p sample.Params,
 	}
 	sort.Float64s(times)
 	if profile {
-		fmt.Printf("\nper-op GPU time, decode step (CUDA graph replay), batch %d, ctx %d (median step %.3f ms wall):\n%s", b, o.ctx,
+		fmt.Printf("\nper-op GPU time, decode step (CUDA graph replay), batch %d, ctx %s (median step %.3f ms wall):\n%s", b, ctxLabel(o.ctx, o.ctxRangeRatio),
 			times[len(times)/2], d.OpProfile(o.steps))
 	}
 	return times[len(times)/2], nil
 }
 
-// decodeStart is the prompt length decodeSeqs prefills: decode step k sits
-// at position decodeStart + k, so the timed steps (k = 5 .. steps + 4) are
-// centred on o.ctx and the median one attends to o.ctx cached tokens.
-func decodeStart(o options) int { return max(1, o.ctx-5-o.steps/2) }
+// decodeStart is the prompt length decodeSeqs prefills for a sequence of
+// context ctx: decode step k sits at position decodeStart + k, so the timed
+// steps (k = 5 .. steps + 4) are centred on ctx and the median one attends
+// to ctx cached tokens.
+func decodeStart(ctx int, o options) int { return max(1, ctx-5-o.steps/2) }
 
-// decodeSeqs prefills b sequences of decodeStart tokens for decodeStep and
-// decodeOverlapped.
+// decodeSeqs prefills b sequences for decodeStep and decodeOverlapped, each
+// of its own context (uniform within ctxBounds; all o.ctx without a range):
+// the prompt of sequence i is its decodeStart.
 func decodeSeqs(d *cuda.Device, r *rand.Rand, b int, o options, p sample.Params, alloc func(int) []int32) ([]device.Seq, error) {
 	seqs := make([]device.Seq, b)
 	for i := range seqs {
-		seqs[i] = device.Seq{SeqID: uint64(i), Tokens: randTokens(r, decodeStart(o)), BlockTable: alloc(o.ctx + o.steps + 8), Sample: true,
+		ctx := o.ctx
+		if lo, hi := ctxBounds(o.ctx, o.ctxRangeRatio); hi > lo {
+			ctx = lo + r.IntN(hi-lo+1)
+		}
+		seqs[i] = device.Seq{SeqID: uint64(i), Tokens: randTokens(r, decodeStart(ctx, o)), BlockTable: alloc(ctx + o.steps + 8), Sample: true,
 			Params: p, BannedToken: -1}
 		seqs[i].Params.Seed = r.Uint64()
 	}
 	return seqs, prefill(d, seqs, 8192)
 }
 
-// decodeBatch is decode step k of seqs, every sequence fed token tok
-// (device.FromPrevious: the token the previous step sampled, on the GPU).
-func decodeBatch(seqs []device.Seq, o options, k int, tok int32) *device.Batch {
+// decodeBatch is decode step k of seqs (decodeSeqs': each Tokens its
+// prompt), every sequence fed token tok (device.FromPrevious: the token the
+// previous step sampled, on the GPU).
+func decodeBatch(seqs []device.Seq, k int, tok int32) *device.Batch {
 	batch := &device.Batch{Seqs: make([]device.Seq, len(seqs))}
 	for i := range seqs {
 		s := seqs[i]
 		s.Tokens = []int32{tok}
-		s.StartPos = decodeStart(o) + k
+		s.StartPos = len(seqs[i].Tokens) + k
 		s.SampleIndex = k + 1
 		batch.Seqs[i] = s
 	}
@@ -507,7 +521,7 @@ func decodeOverlapped(d *cuda.Device, r *rand.Rand, b int, o options, p sample.P
 		d.EnableSpans(true)
 		defer d.EnableSpans(false)
 	}
-	if err := d.Submit(decodeBatch(seqs, o, 0, int32(r.IntN(50000)))); err != nil {
+	if err := d.Submit(decodeBatch(seqs, 0, int32(r.IntN(50000)))); err != nil {
 		return 0, 0, err
 	}
 	var out []device.Sampled
@@ -515,7 +529,7 @@ func decodeOverlapped(d *cuda.Device, r *rand.Rand, b int, o options, p sample.P
 	var gpuMs []float64
 	var start time.Time
 	for k := 1; k < o.steps+5; k++ {
-		if err := d.Submit(decodeBatch(seqs, o, k, device.FromPrevious)); err != nil {
+		if err := d.Submit(decodeBatch(seqs, k, device.FromPrevious)); err != nil {
 			return 0, 0, err
 		}
 		if out, err = d.Collect(out); err != nil {
