@@ -69,6 +69,7 @@ type forcedPaths struct {
 	noRopeInAttention    bool // q3_qk_rope_kv in every step (no q3_attn_rows_rope)
 	noPrefillWG          bool // the prompt chunks' attention through q3_attn_prefill (no q3_attn_wg.cu)
 	ropeInAttentionRows  int  // the most rows of a decode-only step that take q3_attn_rows_rope (0: ropeFoldMaxRows)
+	decodeInBatchOrder   bool // the rotary block's decode rows attended in the batch's order, not longest context first
 }
 
 // DefaultOptions are used for every zero field of Options.

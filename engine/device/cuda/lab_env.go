@@ -16,7 +16,8 @@ import (
 //     blocks an SM, "noq3wg" leaves q3_wg.cu out, "noropefold" keeps
 //     q3_qk_rope_kv in decode-only steps and "ropefoldrows=N" folds it into
 //     the attention of decode-only steps of up to N rows, "noattnwg" keeps
-//     the prompt chunks' attention on q3_attn_prefill, "q3wgcluster=N" launches
+//     the prompt chunks' attention on q3_attn_prefill, "batchorder" attends
+//     decode rows in the batch's order (not longest context first), "q3wgcluster=N" launches
 //     it in clusters of N, "q3wgslice=N" sends q|k|v and gate|up of up to N
 //     rows through it (forcedPaths);
 //   - ROSEINFER_CUDA_KERNELS, a directory whose .cu and .cuh files replace
@@ -36,6 +37,8 @@ func init() {
 				o.force.noRopeInAttention = true
 			case "noattnwg":
 				o.force.noPrefillWG = true
+			case "batchorder":
+				o.force.decodeInBatchOrder = true
 			default:
 				if n, ok := strings.CutPrefix(strings.TrimSpace(f), "rowsblocks="); ok {
 					o.force.rowsBlocks, _ = strconv.Atoi(n)

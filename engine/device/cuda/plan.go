@@ -1,8 +1,10 @@
 package cuda
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/roseinfer/roseinfer/engine/device"
 )
@@ -16,6 +18,7 @@ type layout struct {
 
 	tokens, pos, slots, srcRows          int // (nTok)
 	qStart, qLen, ctx, newFrom, decSeqs  int // (nSeq)
+	decRuns                              int // (2 nSeq): dec_row_head's runs of decSeqs
 	tileSeq, tileQ0                      int // (nTiles)
 	sampleRows, temp, topK, topP, seedLo int // (nSample)
 	seedHi, index, banned, wantLP        int // (nSample)
@@ -35,6 +38,7 @@ func newLayout(nTok, nSeq, nTiles, nSample, maxBlocks int) layout {
 	}
 	l.tokens, l.pos, l.slots, l.srcRows = take(nTok), take(nTok), take(nTok), take(nTok)
 	l.qStart, l.qLen, l.ctx, l.newFrom, l.decSeqs = take(nSeq), take(nSeq), take(nSeq), take(nSeq), take(nSeq)
+	l.decRuns = take(2 * nSeq)
 	l.tileSeq, l.tileQ0 = take(nTiles), take(nTiles)
 	l.sampleRows, l.temp, l.topK, l.topP = take(nSample), take(nSample), take(nSample), take(nSample)
 	l.seedLo, l.seedHi, l.index, l.banned, l.wantLP = take(nSample), take(nSample), take(nSample), take(nSample), take(nSample)
@@ -249,7 +253,46 @@ func (d *Device) buildPlan(b *device.Batch, st *staging, rows bool, graphSize in
 		}
 		sampleAs(row, -1)
 	}
+	if d.q3 != nil {
+		entries, runs := host[lay.decSeqs:lay.decSeqs+p.nDecode], host[lay.decRuns:lay.decRuns+2*p.nDecode]
+		if d.opts.force.decodeInBatchOrder {
+			oneRun(runs)
+		} else {
+			longestFirst(entries, runs, host[lay.ctx:lay.ctx+lay.nSeq])
+		}
+	}
 	return nil
+}
+
+// longestFirst orders a step's decode entries by cached context, longest
+// first (ties in batch order), and writes each entry's run of equal context
+// as (first entry, length) into runs. The GPU starts blocks in index order,
+// and the decode-row attention's blocks follow this order (dec_row_head in
+// common.cuh), so the long rows start first and the grid ends with short
+// ones that finish together, instead of a few long rows running on an
+// otherwise idle GPU: longest-processing-time-first list scheduling, for the
+// mixed contexts of a serving batch. Within a run of equal contexts the
+// blocks keep one KV head at a time, the order that was faster there.
+func longestFirst(entries, runs, ctx []int32) {
+	slices.SortStableFunc(entries, func(a, b int32) int { return cmp.Compare(ctx[b], ctx[a]) })
+	for first := 0; first < len(entries); {
+		end := first + 1
+		for end < len(entries) && ctx[entries[end]] == ctx[entries[first]] {
+			end++
+		}
+		for j := first; j < end; j++ {
+			runs[2*j], runs[2*j+1] = int32(first), int32(end-first)
+		}
+		first = end
+	}
+}
+
+// oneRun makes every entry one run: the attention's blocks in batch order,
+// one KV head at a time.
+func oneRun(runs []int32) {
+	for j := 0; j < len(runs); j += 2 {
+		runs[j], runs[j+1] = 0, int32(len(runs)/2)
+	}
 }
 
 // blockTableStride is the block-table row length of a step of b: the

@@ -131,3 +131,47 @@ func TestChunkRowsLimits(t *testing.T) {
 		t.Error("a graph step laid out as a prefill: no error")
 	}
 }
+
+// TestBuildPlanLongestFirst: the rotary block's decode entries go to the
+// attention longest context first (graph padding, at context 0, last; ties
+// in batch order), each with its run of equal context (first entry,
+// length); GPT-2's stay in batch order, and the rotary block's under the
+// lab's batchorder switch, as one run.
+func TestBuildPlanLongestFirst(t *testing.T) {
+	b := &device.Batch{}
+	for i, start := range []int{40, 100, 7, 100, 63} {
+		b.Seqs = append(b.Seqs, device.Seq{SeqID: uint64(i), Tokens: []int32{1}, StartPos: start,
+			BlockTable: []int32{1, 2, 3, 4, 5, 6, 7}, Sample: true, BannedToken: -1})
+	}
+	decodeOrder := func(d *Device, graph int) (entries, runs []int32) {
+		t.Helper()
+		st := &staging{in: make([]int32, 1<<14)}
+		if err := d.buildPlan(b, st, graph > 0, graph); err != nil {
+			t.Fatal(err)
+		}
+		lay, n := st.plan.lay, st.plan.nDecode
+		return slices.Clone(st.in[lay.decSeqs : lay.decSeqs+n]), slices.Clone(st.in[lay.decRuns : lay.decRuns+2*n])
+	}
+	rotary := planDevice()
+	rotary.q3 = &rotaryState{}
+	for _, tc := range []struct {
+		name       string
+		d          *Device
+		graph      int
+		want, runs []int32
+		checkRuns  bool
+		batchOrder bool
+	}{
+		{"rotary", rotary, 0, []int32{1, 3, 4, 0, 2}, []int32{0, 2, 0, 2, 2, 1, 3, 1, 4, 1}, true, false},
+		{"rotary graph of 8", rotary, 8, []int32{1, 3, 4, 0, 2, 5, 6, 7},
+			[]int32{0, 2, 0, 2, 2, 1, 3, 1, 4, 1, 5, 3, 5, 3, 5, 3}, true, false},
+		{"rotary batchorder", rotary, 0, []int32{0, 1, 2, 3, 4}, []int32{0, 5, 0, 5, 0, 5, 0, 5, 0, 5}, true, true},
+		{"gpt-2", planDevice(), 0, []int32{0, 1, 2, 3, 4}, nil, false, false},
+	} {
+		tc.d.opts.force.decodeInBatchOrder = tc.batchOrder
+		entries, runs := decodeOrder(tc.d, tc.graph)
+		if !slices.Equal(entries, tc.want) || (tc.checkRuns && !slices.Equal(runs, tc.runs)) {
+			t.Errorf("%s: decode entries %v runs %v, want %v runs %v", tc.name, entries, runs, tc.want, tc.runs)
+		}
+	}
+}

@@ -65,7 +65,7 @@ func runQ3AttnRowsRope(t *testing.T, g *gpu, r *rand.Rand, G, B, nsplit int, ctx
 		att := devBuf(t, g, 2*rows*NH*HD)
 		part := devBuf(t, g, 4*rows*NH*nsplit*(HD+2))
 		args := []uint64{argPtr(att), argPtr(part), argPtr(qkvDev), argPtr(dK), argPtr(dV), argPtr(posDev), argPtr(seqsDev),
-			argPtr(seqsDev), argPtr(dBT), argPtr(dStride), argInt(NH), argInt(NKV), argInt(B), argF32(scale), argInt(nsplit)}
+			argPtr(0), argPtr(seqsDev), argPtr(dBT), argPtr(dStride), argInt(NH), argInt(NKV), argInt(B), argF32(scale), argInt(nsplit)}
 		name := "q3_attn_rows"
 		if fused {
 			name = "q3_attn_rows_rope"

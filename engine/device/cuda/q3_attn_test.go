@@ -15,18 +15,25 @@ import (
 // over a thousand (so a warp runs many steps of its online softmax), and
 // whole, three and eight key slices. Cache slots past a sequence's last key
 // hold NaN and block-table entries past its last block are -1: a key read
-// that should not happen turns into a NaN in the output or a fault.
+// that should not happen turns into a NaN in the output or a fault. Each
+// runs once with the blocks one KV head at a time (no dec_runs) and once
+// with dec_runs splitting the rows into runs of 2, 1 and 4 (every row and
+// head must still be attended once).
 func TestQ3AttnRows(t *testing.T) {
 	if err := Available(); err != nil {
 		t.Skipf("no CUDA here: %v", err)
 	}
 	ctxs := []int{1, 15, 16, 17, 100, 333, 1029}
+	runs := []int32{0, 2, 0, 2, 2, 1, 3, 4, 3, 4, 3, 4, 3, 4}
 	for _, G := range []int{1, 2, 5, 8} {
 		for _, B := range []int{8, 16, 32} {
 			for _, nsplit := range []int{1, 3, 8} {
-				t.Run(fmt.Sprintf("G%d_B%d_split%d", G, B, nsplit), func(t *testing.T) {
-					runQ3AttnRows(t, testGPU(t), rand.New(rand.NewPCG(uint64(G), uint64(B*100+nsplit))), G, B, nsplit, ctxs)
-				})
+				for _, rs := range [][]int32{nil, runs} {
+					t.Run(fmt.Sprintf("G%d_B%d_split%d_runs%v", G, B, nsplit, rs != nil), func(t *testing.T) {
+						r := rand.New(rand.NewPCG(uint64(G), uint64(B*100+nsplit)))
+						runQ3AttnRows(t, testGPU(t), r, G, B, nsplit, ctxs, rs)
+					})
+				}
 			}
 		}
 	}
@@ -177,7 +184,9 @@ func checkAttention(t *testing.T, raw []uint16, want, mag []float64, what func(i
 	t.Logf("worst abs error %.2e", worst)
 }
 
-func runQ3AttnRows(t *testing.T, g *gpu, r *rand.Rand, G, B, nsplit int, ctxs []int) {
+// runQ3AttnRows runs q3_attn_rows over rows of contexts ctxs (dec_runs:
+// runs, or null) and checks every output against a float64 softmax.
+func runQ3AttnRows(t *testing.T, g *gpu, r *rand.Rand, G, B, nsplit int, ctxs []int, runs []int32) {
 	const NKV, HD = q3TestKVHeads, rotaryHeadDim
 	NH, rows := G*NKV, len(ctxs)
 	width := (NH + 2*NKV) * HD
@@ -193,10 +202,14 @@ func runQ3AttnRows(t *testing.T, g *gpu, r *rand.Rand, G, B, nsplit int, ctxs []
 	}
 	dK, dV, dBT, dStride := c.upload(t, g)
 	seqsDev := upload(t, g, seqs)
+	var runsDev devPtr
+	if runs != nil {
+		runsDev = upload(t, g, runs)
+	}
 	att := devBuf(t, g, 2*rows*NH*HD)
 	part := devBuf(t, g, 4*rows*NH*nsplit*(HD+2))
 	if err := g.launch(g.kernel("q3_attn_rows"), rows, NKV, nsplit, 128, 0, argPtr(att), argPtr(part), argPtr(upload(t, g, toBF16(qkv))),
-		argPtr(dK), argPtr(dV), argPtr(upload(t, g, pos)), argPtr(seqsDev), argPtr(seqsDev), argPtr(dBT), argPtr(dStride), argInt(NH),
+		argPtr(dK), argPtr(dV), argPtr(upload(t, g, pos)), argPtr(seqsDev), argPtr(runsDev), argPtr(seqsDev), argPtr(dBT), argPtr(dStride), argInt(NH),
 		argInt(NKV), argInt(B), argF32(float32(math.Log2E/math.Sqrt(HD))), argInt(nsplit)); err != nil {
 		t.Fatal(err)
 	}

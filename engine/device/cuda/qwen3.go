@@ -450,7 +450,7 @@ func (s *rotaryStep) attention(l int, w *rotaryLayer) {
 			nsplit = d.rotarySplits(p.nDecode)
 		}
 		args := []uint64{argPtr(q.act.att), argPtr(q.act.part), argPtr(q.act.qkv), argPtr(kc), argPtr(vc), argPtr(p.in(lay.pos)),
-			argPtr(p.in(lay.decSeqs)), argPtr(p.in(lay.qStart)), argPtr(p.in(lay.blockTables)), argPtr(p.in(lay.btStride)),
+			argPtr(p.in(lay.decSeqs)), argPtr(p.in(lay.decRuns)), argPtr(p.in(lay.qStart)), argPtr(p.in(lay.blockTables)), argPtr(p.in(lay.btStride)),
 			argInt(q.NH), argInt(q.NKV), argInt(d.kv.BlockSizeTokens), argF32(scale), argInt(nsplit)}
 		k := q.k.attnRows
 		if s.ropeInAttention {

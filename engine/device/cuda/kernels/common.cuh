@@ -131,6 +131,26 @@ __device__ __forceinline__ size_t kv_offset(int block, int head, int slot, int N
     return ((size_t)(block * NH + head) * B + slot) * HD;
 }
 
+// dec_row_head maps a decode-row attention block of grid (rows, NKV, *) to
+// its entry index j (into dec_seqs) and KV head. The GPU starts blocks in
+// index order and the host lists the entries longest context first, in runs
+// of equal context: dec_runs[2j] and dec_runs[2j + 1] are the first entry and
+// the length n of j's run. A run's n * NKV blocks take its KV heads one after
+// another, each over the run's n entries, so a step of equal contexts keeps
+// the order of one KV head at a time, and a step of mixed contexts starts its
+// longest rows, every KV head, first (plan.go's longestFirst). dec_runs null
+// is one run of all the rows.
+__device__ __forceinline__ void dec_row_head(int& j, int& kvh, const int* dec_runs, int NKV) {
+    const int lin = blockIdx.x + gridDim.x * blockIdx.y;
+    int first = 0, n = gridDim.x;
+    if (dec_runs != nullptr) {
+        const int e = lin / NKV;
+        first = dec_runs[2 * e], n = dec_runs[2 * e + 1];
+    }
+    const int off = lin - first * NKV;
+    kvh = off / n, j = first + off % n;
+}
+
 // block_sum_256: the sum of v over a block of 256 threads (8 warps), in
 // every thread; part is 8 floats of shared memory the block lends it.
 __device__ __forceinline__ float block_sum_256(float v, float* part) {

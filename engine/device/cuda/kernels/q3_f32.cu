@@ -129,11 +129,14 @@ __device__ __forceinline__ void q3f_attend(float* o, const float* q, const float
 // threads; part and nsplit unused: one slice): warp w takes the KV head's
 // query heads w, w + 4, ... of the row.
 extern "C" __global__ void q3f_attn_rows(float* att, float* part, const float* qkv, const float* kc, const float* vc,
-                                         const int* pos, const int* dec_seqs, const int* q_start, const int* block_tables,
-                                         const int* bt_stride, int NH, int NKV, int B, float scale_log2, int nsplit) {
+                                         const int* pos, const int* dec_seqs, const int* dec_runs, const int* q_start,
+                                         const int* block_tables, const int* bt_stride, int NH, int NKV, int B,
+                                         float scale_log2, int nsplit) {
     grid_dep_launch();
     grid_dep_wait();
-    const int j = blockIdx.x, kvh = blockIdx.y, warp = threadIdx.x / 32, G = NH / NKV;
+    const int warp = threadIdx.x / 32, G = NH / NKV;
+    int j, kvh;
+    dec_row_head(j, kvh, dec_runs, NKV);
     const int entry = dec_seqs[j], row = q_start[entry];
     const int* bt = block_tables + (size_t)entry * bt_stride[0];
     const int width = (NH + 2 * NKV) * 128;

@@ -220,8 +220,9 @@ __device__ __forceinline__ uint32_t u4_word(uint4 u, int w) { return w == 0 ? u.
 // keys 0..pos of its sequence, all of them in the paged cache
 // (q3_qk_rope_kv wrote this step's rows first). Row j of the launch is
 // sequence entry dec_seqs[j], whose row is q_start[entry]. Grid (rows, NKV,
-// nsplit), 128 threads: a block takes one row, one KV head and its G <= 8
-// query heads, and one of nsplit slices of the keys; warp w takes the
+// nsplit), 128 threads: a block takes one row and one KV head (which ones:
+// dec_row_head, longest contexts first) and its G <= 8 query heads, and one
+// of nsplit slices of the keys; warp w takes the
 // slice's 16-key steps w, w + 4, ..., each with its own online softmax, and
 // the warps merge in shared memory at the end. A step is three rounds of
 // m16n8k16 MMAs (bf16 in, fp32 accumulate), without shared memory:
@@ -409,7 +410,8 @@ __device__ __forceinline__ void q3_load_step(uint4 (&kr)[2][4], uint4 (&vr)[4][2
 // read-only loads). One launch a layer fewer.
 template <bool ROPE>
 __device__ __forceinline__ void q3_attn_rows_impl(bf16_t* att, float* part, const bf16_t* qkv, bf16_t* kc, bf16_t* vc,
-                                                  const int* pos, const int* dec_seqs, const int* q_start,
+                                                  const int* pos, const int* dec_seqs, const int* dec_runs,
+                                                  const int* q_start,
                                                   const int* block_tables, const int* bt_stride, int NH, int NKV, int B,
                                                   float scale_log2, int nsplit, const float* qn, const float* kn,
                                                   const float2* rope, const int* slots, float eps) {
@@ -417,7 +419,9 @@ __device__ __forceinline__ void q3_attn_rows_impl(bf16_t* att, float* part, cons
     __shared__ float o_s[Q3_WARPS][8][Q3_HD];
     __shared__ float ml_s[Q3_WARPS][8][2];
     __shared__ __align__(16) bf16_t q_s[ROPE ? 10 : 1][Q3_HD];  // G query heads, then the owner's key and value
-    const int j = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
+    const int split = blockIdx.z;
+    int j, kvh;
+    dec_row_head(j, kvh, dec_runs, NKV);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
     const int G = NH / NKV;
     const int entry = dec_seqs[j];
@@ -497,19 +501,19 @@ __device__ __forceinline__ void q3_attn_rows_impl(bf16_t* att, float* part, cons
 
 extern "C" __global__ void __launch_bounds__(128, Q3_ROWS_BLOCKS) q3_attn_rows(
     bf16_t* att, float* part, const bf16_t* qkv, const bf16_t* kc, const bf16_t* vc, const int* pos,
-    const int* dec_seqs, const int* q_start, const int* block_tables, const int* bt_stride, int NH, int NKV, int B,
-    float scale_log2, int nsplit) {
-    q3_attn_rows_impl<false>(att, part, qkv, (bf16_t*)kc, (bf16_t*)vc, pos, dec_seqs, q_start, block_tables, bt_stride, NH,
-                             NKV, B, scale_log2, nsplit, nullptr, nullptr, nullptr, nullptr, 0.f);
+    const int* dec_seqs, const int* dec_runs, const int* q_start, const int* block_tables, const int* bt_stride, int NH,
+    int NKV, int B, float scale_log2, int nsplit) {
+    q3_attn_rows_impl<false>(att, part, qkv, (bf16_t*)kc, (bf16_t*)vc, pos, dec_seqs, dec_runs, q_start, block_tables,
+                             bt_stride, NH, NKV, B, scale_log2, nsplit, nullptr, nullptr, nullptr, nullptr, 0.f);
 }
 
 // q3_attn_rows_rope: q3_attn_rows with q3_qk_rope_kv's work for its rows
 // (qn, kn, rope, slots and eps as q3_qk_rope_kv's).
 extern "C" __global__ void __launch_bounds__(128, Q3_ROWS_BLOCKS) q3_attn_rows_rope(
     bf16_t* att, float* part, const bf16_t* qkv, bf16_t* kc, bf16_t* vc, const int* pos, const int* dec_seqs,
-    const int* q_start, const int* block_tables, const int* bt_stride, int NH, int NKV, int B, float scale_log2,
-    int nsplit, const float* qn, const float* kn, const float2* rope, const int* slots, float eps) {
-    q3_attn_rows_impl<true>(att, part, qkv, kc, vc, pos, dec_seqs, q_start, block_tables, bt_stride, NH, NKV, B,
+    const int* dec_runs, const int* q_start, const int* block_tables, const int* bt_stride, int NH, int NKV, int B,
+    float scale_log2, int nsplit, const float* qn, const float* kn, const float2* rope, const int* slots, float eps) {
+    q3_attn_rows_impl<true>(att, part, qkv, kc, vc, pos, dec_seqs, dec_runs, q_start, block_tables, bt_stride, NH, NKV, B,
                             scale_log2, nsplit, qn, kn, rope, slots, eps);
 }
 
