@@ -71,7 +71,7 @@ func main() {
 	flag.IntVar(&o.profilePrefillTokens, "profile-prefill-tokens", 0, "per-op table: tokens of the profiled prefill step (default -max-step-tokens; serve's step budget is 2048)")
 	flag.BoolVar(&o.gpuSpans, "gpu-spans", false, "overlapped decode: also report the median GPU time of a step (events around each step)")
 	flag.StringVar(&o.ncuBatches, "ncu-batches", "", "only run one profiled decode step per batch size (for ncu --profile-from-start off)")
-	flag.StringVar(&o.sampling, "sampling", "T0.7/p0.9/k50", "sampling of every step: T0.7/p0.9/k50 or greedy")
+	flag.StringVar(&o.sampling, "sampling", "T0.7/p0.9/k50", "sampling of every step: greedy or T<temperature>/p<top_p>/k<top_k> (T0.6/p1/k0: nano-vllm's protocol)")
 	flag.StringVar(&o.gemmChain, "gemm-chain", "", "only run the projection diagnostics at these row counts (e.g. 64,128)")
 	flag.BoolVar(&o.persistProbe, "persist-probe", false, "only run the persistent batch-1 layer loop probe (persist.cu; a Qwen3 preset on Hopper)")
 	flag.StringVar(&o.chunkProfile, "chunk-profile", "", "only time and profile per op a prompt chunk of N new tokens after M cached (N@M), eager")
@@ -163,13 +163,9 @@ func run(o options) error {
 	defer d.Close()
 	fmt.Printf("device %s; model %s (%d params); setup %.1fs\n", d.GPUName(), o.preset, cfg.NumParameters(), time.Since(t0).Seconds())
 	r := rand.New(rand.NewPCG(1, 2))
-	params := sample.Params{Temperature: 0.7, TopK: 50, TopP: 0.9}
-	switch o.sampling {
-	case "T0.7/p0.9/k50":
-	case "greedy":
-		params = sample.Params{}
-	default:
-		return fmt.Errorf("-sampling %q: want T0.7/p0.9/k50 or greedy", o.sampling)
+	params, err := parseSampling(o.sampling)
+	if err != nil {
+		return err
 	}
 	nextBlock := int32(0)
 	alloc := func(tokens int) []int32 {

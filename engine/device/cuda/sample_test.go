@@ -89,17 +89,23 @@ func sampleRowsGPU(t *testing.T, g *gpu, logits []float32, ld, V int, ps []sampl
 
 // TestSamplerMatchesCPU: on random rows and settings the GPU draws exactly
 // the token engine/sample's reference draws with the same seed and index.
+// The keepAll cases give every row top_k off and top_p 1 (every id a
+// candidate: draw_all's path where the vocabulary exceeds COMPACT_MAX).
 func TestSamplerMatchesCPU(t *testing.T) {
 	g := testGPU(t)
 	r := rand.New(rand.NewPCG(7, 8))
 	for _, tc := range []struct {
-		V      int
-		padded bool     // rows 16-byte aligned with NaN padding (the device's layout) instead of packed
-		in     logitsIn // tile keys need the padded layout
-	}{{50257, false, logitsF32}, {50257, true, logitsF32}, {50257, true, logitsF32Tiled}, {50257, true, logitsF16},
-		{50257, false, logitsF16}, {1000, false, logitsF32}, {1000, true, logitsF32Tiled}, {1000, true, logitsF16},
-		{3, false, logitsF32}, {3, true, logitsF32}, {3, true, logitsF32Tiled}, {3, false, logitsF16},
-		{151936, true, logitsF32Large}, {1000, false, logitsF32Large}, {3, false, logitsF32Large}} {
+		V       int
+		padded  bool     // rows 16-byte aligned with NaN padding (the device's layout) instead of packed
+		in      logitsIn // tile keys need the padded layout
+		keepAll bool
+	}{{50257, false, logitsF32, false}, {50257, true, logitsF32, false}, {50257, true, logitsF32Tiled, false},
+		{50257, true, logitsF16, false}, {50257, false, logitsF16, false}, {1000, false, logitsF32, false},
+		{1000, true, logitsF32Tiled, false}, {1000, true, logitsF16, false}, {3, false, logitsF32, false},
+		{3, true, logitsF32, false}, {3, true, logitsF32Tiled, false}, {3, false, logitsF16, false},
+		{151936, true, logitsF32Large, false}, {1000, false, logitsF32Large, false}, {3, false, logitsF32Large, false},
+		{151936, true, logitsF32Large, true}, {50257, true, logitsF16, true}, {50257, false, logitsF32, true},
+		{1025, false, logitsF32Large, true}} {
 		V := tc.V
 		const M = 160
 		logits := make([]float32, M*V)
@@ -130,6 +136,9 @@ func TestSamplerMatchesCPU(t *testing.T) {
 				TopP:        []float32{1, 0.9, 0.5, 0.99}[(i/4)%4],
 				Seed:        r.Uint64(),
 			}
+			if tc.keepAll {
+				ps[i].TopK, ps[i].TopP = []int{0, -1, V}[i%3], 1
+			}
 			index[i] = r.IntN(1000)
 			banned[i] = -1
 			if i%3 == 1 {
@@ -158,7 +167,7 @@ func TestSamplerMatchesCPU(t *testing.T) {
 			want := cpu.Sample(row, ps[i], index[i], banned[i])
 			if got[i] != want {
 				mismatches++
-				t.Errorf("V=%d padded=%v %v row %d %+v index %d banned %d: GPU %d, CPU %d", V, tc.padded, tc.in, i, ps[i], index[i], banned[i], got[i], want)
+				t.Errorf("V=%d padded=%v %v keepAll=%v row %d %+v index %d banned %d: GPU %d, CPU %d", V, tc.padded, tc.in, tc.keepAll, i, ps[i], index[i], banned[i], got[i], want)
 			}
 			if got[i] >= 0 && int(got[i]) < V {
 				if wlp := sample.LogProb(row, got[i]); math.Abs(float64(lp[i]-wlp)) > 1e-4*math.Max(1, math.Abs(float64(wlp))) {

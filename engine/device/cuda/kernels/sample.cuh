@@ -517,6 +517,83 @@ __device__ int draw_compact_warp(Scratch& sm, int n, float P, double u) {
     return j >= 0 ? sm.cid[j] : -1;
 }
 
+// draw_all is rules 3-5 where every id but the banned one is a candidate
+// and top-p keeps them all (top_k off, top_p 1, a vocabulary of more than
+// COMPACT_MAX ids): the draw over the whole row, with one weight an id in
+// one pass instead of the general path's bitmap, two sums and a block-wide
+// scan per SAMPLE_THREADS ids. Ids go in spans of DRAW_SPAN; warp w sums
+// spans w, w + NWARPS, ... (32 ids a round, a lane an id, half a span's
+// loads in flight at once); a block scan of the span sums gives S and each
+// span's sum before it; one warp walks the lowest span whose running sum
+// passes u * S again, 32 ids at a time, with a warp scan. The order of the float64 sums
+// differs from the reference's running sum, as the general path's does.
+// Returns the drawn id (in every thread), or -1 where S is 0 or not finite.
+#define DRAW_SPAN 512
+static_assert(MAX_V / DRAW_SPAN <= SAMPLE_THREADS, "draw_all scans one span sum a thread");
+static_assert(MAX_V / DRAW_SPAN <= FAST_CAP, "draw_all keeps the span sums in Scratch::u.pack");
+template <typename E>
+__device__ __forceinline__ int draw_all(Scratch& sm, const logit_row<E>& x, int V, int banned, float m, double T, double u) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int nspan = (V + DRAW_SPAN - 1) / DRAW_SPAN;
+    auto w_at = [&](int i, float l) { return i < V && i != banned ? weight(finite_or_neginf(l), m, T) : 0.f; };
+    if (threadIdx.x == 0) sm.bi[0] = NO_ID, sm.bi[1] = -1;
+    for (int sp = warp; sp < nspan; sp += NWARPS) {
+        double sum = 0.0;
+        for (int half = 0; half < 2; half++) {
+            const int base = sp * DRAW_SPAN + half * (DRAW_SPAN / 2) + lane;
+            float l[DRAW_SPAN / 64];
+#pragma unroll
+            for (int k = 0; k < DRAW_SPAN / 64; k++) l[k] = base + 32 * k < V ? x.at(base + 32 * k) : 0.f;
+#pragma unroll
+            for (int k = 0; k < DRAW_SPAN / 64; k++) sum += (double)w_at(base + 32 * k, l[k]);
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        if (lane == 0) sm.u.pack[sp] = (unsigned long long)__double_as_longlong(sum);
+    }
+    __syncthreads();
+    const double mine = threadIdx.x < nspan ? __longlong_as_double((long long)sm.u.pack[threadIdx.x]) : 0.0;
+    double S;
+    const double before = block_scan_double(sm, mine, &S);
+    if (!(S > 0.0 && S <= 1.7976931348623157e308)) return -1;
+    double target = u * S;
+    if (mine > 0.0 && before + mine > target) atomicMin(&sm.bi[0], (int)threadIdx.x);
+    if (mine > 0.0) atomicMax(&sm.bi[1], (int)threadIdx.x);
+    __syncthreads();
+    // The lowest span whose running sum passes the target; if rounding put
+    // the target past every span, the last id of positive weight (the
+    // reference's fallback): the last positive span walked with no target.
+    int sp = sm.bi[0];
+    if (sp == NO_ID) sp = sm.bi[1], target = -(double)NEG_INF;
+    if (threadIdx.x == sp) sm.bd[0] = before;
+    __syncthreads();
+    if (warp == 0) {
+        double run = sm.bd[0];
+        int found = -1, lastpos = -1;
+        for (int k = 0; k < DRAW_SPAN / 32 && found < 0; k++) {
+            const int i = sp * DRAW_SPAN + 32 * k + lane;
+            const float w = w_at(i, i < V ? x.at(i) : 0.f);
+            double incl = (double)w;
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) {
+                const double y = __shfl_up_sync(0xffffffffu, incl, o);
+                if (lane >= o) incl += y;
+            }
+            const unsigned hit = __ballot_sync(0xffffffffu, w > 0.f && run + incl > target);
+            const unsigned pos = __ballot_sync(0xffffffffu, w > 0.f);
+            if (hit) found = sp * DRAW_SPAN + 32 * k + __ffs(hit) - 1;
+            if (pos) lastpos = sp * DRAW_SPAN + 32 * k + 31 - __clz(pos);
+            run += __shfl_sync(0xffffffffu, incl, 31);
+        }
+        // Rounding put the crossing past the span's own sum: its last id.
+        if (lane == 0) sm.bi[2] = found >= 0 ? found : lastpos;
+    }
+    __syncthreads();
+    const int token = sm.bi[2];
+    __syncthreads();
+    return token;
+}
+
 // host_out: the address of (M) (id, logprob) pairs, the step's mapped host
 // memory, so no copy to the host follows the sampler: the sampled id and,
 // when want_lp[r], its log-softmax at temperature 1 over the raw logits (else
@@ -670,7 +747,8 @@ __device__ __forceinline__ void sample_rows_impl(int* out_tok, const E* logits, 
             if (fast_top_k(sm, scan, banned, K, tau, max_logit, Td)) compact = true, n = K;
         }
         auto logit_key = [&](int i) { return float_key(finite_or_neginf(x.at(i))); };
-        if (!compact) {
+        const bool keep_all = !use_k && !(P < 1.f) && ncand_all > COMPACT_MAX;
+        if (!compact && !keep_all) {
             int ncand = ncand_all;
             if (use_k) {
                 int ties;
@@ -713,7 +791,9 @@ __device__ __forceinline__ void sample_rows_impl(int* out_tok, const E* logits, 
                 compact = true;
             }
         }
-        if (compact && n <= 64) {
+        if (keep_all) {
+            token = draw_all(sm, x, V, banned, max_logit, Td, coin(seed, draw_index));
+        } else if (compact && n <= 64) {
             if (threadIdx.x < 32) token = draw_compact_warp(sm, n, P, coin(seed, draw_index));
         } else if (compact) {
             // Rule 3's sum (the weights are in sm.cw).
