@@ -22,6 +22,8 @@
 // ties): a radix search over the logits' bits finds the top_k cut, candidates
 // are marked in a shared-memory bitmap, a second radix search over weight
 // sums finds the top-p cut and the draw scans the vocabulary tile by tile.
+// Where every id is a candidate and top-p keeps them all (top_k off, top_p
+// 1), draw_all does rules 3-5 in one pass of weights instead.
 #include "common.cuh"
 
 #define SAMPLE_THREADS 1024
@@ -522,12 +524,13 @@ __device__ int draw_compact_warp(Scratch& sm, int n, float P, double u) {
 // COMPACT_MAX ids): the draw over the whole row, with one weight an id in
 // one pass instead of the general path's bitmap, two sums and a block-wide
 // scan per SAMPLE_THREADS ids. Ids go in spans of DRAW_SPAN; warp w sums
-// spans w, w + NWARPS, ... (32 ids a round, a lane an id, half a span's
-// loads in flight at once); a block scan of the span sums gives S and each
-// span's sum before it; one warp walks the lowest span whose running sum
-// passes u * S again, 32 ids at a time, with a warp scan. The order of the float64 sums
-// differs from the reference's running sum, as the general path's does.
-// Returns the drawn id (in every thread), or -1 where S is 0 or not finite.
+// spans w, w + NWARPS, ... (32 ids a round, a lane an id, a quarter of a
+// span's loads in flight at once: more spilled at 64 registers); a block
+// scan of the span sums gives S and each span's sum before it; one warp
+// walks the lowest span whose running sum passes u * S again, 32 ids at a
+// time, with a warp scan. The order of the float64 sums differs from the
+// reference's running sum, as the general path's does. Returns the drawn
+// id (in every thread), or -1 where S is 0 or not finite.
 #define DRAW_SPAN 512
 static_assert(MAX_V / DRAW_SPAN <= SAMPLE_THREADS, "draw_all scans one span sum a thread");
 static_assert(MAX_V / DRAW_SPAN <= FAST_CAP, "draw_all keeps the span sums in Scratch::u.pack");
@@ -539,13 +542,14 @@ __device__ __forceinline__ int draw_all(Scratch& sm, const logit_row<E>& x, int 
     if (threadIdx.x == 0) sm.bi[0] = NO_ID, sm.bi[1] = -1;
     for (int sp = warp; sp < nspan; sp += NWARPS) {
         double sum = 0.0;
-        for (int half = 0; half < 2; half++) {
-            const int base = sp * DRAW_SPAN + half * (DRAW_SPAN / 2) + lane;
-            float l[DRAW_SPAN / 64];
+#pragma unroll 1
+        for (int q = 0; q < 4; q++) {
+            const int base = sp * DRAW_SPAN + q * (DRAW_SPAN / 4) + lane;
+            float l[DRAW_SPAN / 128];
 #pragma unroll
-            for (int k = 0; k < DRAW_SPAN / 64; k++) l[k] = base + 32 * k < V ? x.at(base + 32 * k) : 0.f;
+            for (int k = 0; k < DRAW_SPAN / 128; k++) l[k] = base + 32 * k < V ? x.at(base + 32 * k) : 0.f;
 #pragma unroll
-            for (int k = 0; k < DRAW_SPAN / 64; k++) sum += (double)w_at(base + 32 * k, l[k]);
+            for (int k = 0; k < DRAW_SPAN / 128; k++) sum += (double)w_at(base + 32 * k, l[k]);
         }
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
