@@ -214,15 +214,17 @@ func TestSamplerDistribution(t *testing.T) {
 }
 
 // TestSamplerDistributionLarge is TestSamplerDistribution at Qwen3's
-// 151,936 ids through sample_rows_large: top-k 40 (the fast path) and top-k
+// 151,936 ids through sample_rows_large: top-k 40 (the fast path), top-k
 // 2,000 (past the fast path's 1,024 candidates: the radix search and the
-// bitmaps sized for 262,144 ids).
+// bitmaps sized for 262,144 ids) and top_k off with top_p 1 (draw_all, the
+// sampling of nano-vllm's protocol).
 func TestSamplerDistributionLarge(t *testing.T) {
 	g := testGPU(t)
 	r := rand.New(rand.NewPCG(19, 20))
 	const V, M = 151936, 40000
 	row := randn(r, V, 2.5)
-	for _, p := range []sample.Params{{Temperature: 0.8, TopK: 40, TopP: 0.9, Seed: 12345}, {Temperature: 1.5, TopK: 2000, TopP: 0.95, Seed: 777}} {
+	for _, p := range []sample.Params{{Temperature: 0.8, TopK: 40, TopP: 0.9, Seed: 12345}, {Temperature: 1.5, TopK: 2000, TopP: 0.95, Seed: 777},
+		{Temperature: 0.6, TopP: 1, Seed: 4242}} {
 		ps, index, banned := make([]sample.Params, M), make([]int, M), make([]int32, M)
 		for i := range ps {
 			ps[i], index[i], banned[i] = p, i, -1
@@ -236,17 +238,31 @@ func TestSamplerDistributionLarge(t *testing.T) {
 // CPU rule assigns (chi-square, p = 0.001).
 func checkDistribution(t *testing.T, row []float32, p sample.Params, got []int32, in logitsIn) {
 	t.Helper()
-	V, M := len(row), len(got)
+	ids, probs := ruleProbabilities(row, p)
+	chi2, crit, bins, outside := chiSquare(ids, probs, got)
+	if len(outside) > 0 {
+		t.Fatalf("%v: drew tokens outside the top-k/top-p set: %v", in, outside)
+	}
+	t.Logf("%v: kept %d tokens in %d bins, chi2 = %.1f, critical %.1f", in, len(ids), bins, chi2, crit)
+	if chi2 > crit {
+		t.Errorf("%v: chi-square %.1f > %.1f: draws do not follow the reference distribution", in, chi2, crit)
+	}
+}
 
-	// Expected probabilities from the rule in engine/sample/sampler.go.
-	ids := make([]int, V)
+// ruleProbabilities is engine/sample's rules 2-4 (sampler.go) for one row:
+// the ids it can draw, most probable first (ties to the lower id), and the
+// probability of each.
+func ruleProbabilities(row []float32, p sample.Params) ([]int, []float64) {
+	ids := make([]int, len(row))
 	for i := range ids {
 		ids[i] = i
 	}
 	sort.Slice(ids, func(a, b int) bool {
 		return row[ids[a]] > row[ids[b]] || (row[ids[a]] == row[ids[b]] && ids[a] < ids[b])
 	})
-	ids = ids[:p.TopK]
+	if p.TopK > 0 && p.TopK < len(ids) {
+		ids = ids[:p.TopK]
+	}
 	m := float64(row[ids[0]])
 	w := make([]float64, len(ids))
 	z := 0.0
@@ -255,30 +271,102 @@ func checkDistribution(t *testing.T, row []float32, p sample.Params, got []int32
 		z += w[i]
 	}
 	kept, acc := 0, 0.0
-	for kept < len(ids) && acc < float64(p.TopP)*z {
+	for kept < len(ids) && (p.TopP >= 1 || acc < float64(p.TopP)*z) {
 		acc += w[kept]
 		kept++
 	}
-	counts := map[int32]int{}
+	for i := range w[:kept] {
+		w[i] /= acc
+	}
+	return ids[:kept], w[:kept]
+}
+
+// chiSquare tests draws against probs (of ids, most probable first): the
+// ids go into bins of consecutive ids with at least 5 expected draws each
+// (a smaller last bin joins the one before), so that rows of many unlikely
+// ids (top_k off over 151,936) still give a valid test. It returns the
+// statistic, its critical value at p = 0.001 (Wilson-Hilferty) and the
+// bins' count, and the draws of ids outside ids.
+func chiSquare(ids []int, probs []float64, got []int32) (chi2, crit float64, bins int, outside map[int32]int) {
+	const minExpected = 5
+	M := float64(len(got))
+	bin := make(map[int32]int, len(ids))
+	var expected []float64
+	open := 0.0
+	for i, id := range ids {
+		bin[int32(id)] = len(expected)
+		open += probs[i] * M
+		if open >= minExpected {
+			expected, open = append(expected, open), 0
+		}
+	}
+	if open > 0 { // the last ids' bin: its own if it is the only one, else the one before
+		if len(expected) == 0 {
+			expected = append(expected, open)
+		} else {
+			expected[len(expected)-1] += open
+			for id, b := range bin {
+				bin[id] = min(b, len(expected)-1)
+			}
+		}
+	}
+	observed := make([]float64, len(expected))
+	outside = map[int32]int{}
 	for _, tok := range got {
-		counts[tok]++
+		if b, ok := bin[tok]; ok {
+			observed[b]++
+		} else {
+			outside[tok]++
+		}
 	}
-	chi2 := 0.0
-	for i := 0; i < kept; i++ {
-		e := w[i] / acc * float64(M)
-		o := float64(counts[int32(ids[i])])
-		chi2 += (o - e) * (o - e) / e
-		delete(counts, int32(ids[i]))
+	for b, e := range expected {
+		chi2 += (observed[b] - e) * (observed[b] - e) / e
 	}
-	if len(counts) > 0 {
-		t.Fatalf("%v: drew tokens outside the top-k/top-p set: %v", in, counts)
+	df := float64(max(len(expected)-1, 1))
+	crit = df * math.Pow(1-2/(9*df)+3.09*math.Sqrt(2/(9*df)), 3)
+	return chi2, crit, len(expected), outside
+}
+
+// TestChiSquareOnCPUDraws holds the GPU distribution tests' check to the
+// CPU sampler (no GPU needed): draws of engine/sample's rule pass it, with
+// top-k and top-p and with every id a candidate, and draws at another
+// temperature or from a shifted row fail it.
+func TestChiSquareOnCPUDraws(t *testing.T) {
+	r := rand.New(rand.NewPCG(29, 30))
+	const V, M = 8000, 4000
+	row := randn(r, V, 2.5)
+	cpu := sample.NewSampler(V)
+	draw := func(row []float32, p sample.Params) []int32 {
+		got := make([]int32, M)
+		for i := range got {
+			got[i] = cpu.Sample(row, p, i, -1)
+		}
+		return got
 	}
-	// Critical value of chi-square with df = kept-1 at p = 0.001 (Wilson-Hilferty).
-	df := float64(kept - 1)
-	crit := df * math.Pow(1-2/(9*df)+3.09*math.Sqrt(2/(9*df)), 3)
-	t.Logf("%v: kept %d tokens, chi2 = %.1f, critical %.1f", in, kept, chi2, crit)
-	if chi2 > crit {
-		t.Errorf("%v: chi-square %.1f > %.1f: draws do not follow the reference distribution", in, chi2, crit)
+	for _, p := range []sample.Params{{Temperature: 0.8, TopK: 40, TopP: 0.9, Seed: 1}, {Temperature: 0.6, TopP: 1, Seed: 2},
+		{Temperature: 1.5, TopK: 2000, TopP: 0.95, Seed: 3}} {
+		ids, probs := ruleProbabilities(row, p)
+		chi2, crit, bins, outside := chiSquare(ids, probs, draw(row, p))
+		t.Logf("%+v: the reference's draws chi2 %.1f, critical %.1f (%d bins)", p, chi2, crit, bins)
+		if chi2 > crit || len(outside) > 0 {
+			t.Errorf("%+v: the reference's own draws fail: chi2 %.1f > %.1f (%d bins), %d outside", p, chi2, crit, bins, len(outside))
+		}
+		hot := p
+		hot.Temperature *= 1.25
+		if chi2, crit, _, _ := chiSquare(ids, probs, draw(row, hot)); chi2 <= crit {
+			t.Errorf("%+v: draws at temperature %.2f pass: chi2 %.1f <= %.1f", p, hot.Temperature, chi2, crit)
+		}
+	}
+	// Every id a candidate: draws from a row whose 100 most likely ids moved
+	// down by 0.3 must fail too.
+	p := sample.Params{Temperature: 0.6, TopP: 1, Seed: 4}
+	ids, probs := ruleProbabilities(row, p)
+	shifted := slices.Clone(row)
+	for _, id := range ids[:100] {
+		shifted[id] -= 0.3
+	}
+	if chi2, crit, _, _ := chiSquare(ids, probs, draw(shifted, p)); chi2 <= crit {
+		t.Errorf("top_k off: draws from a shifted row pass: chi2 %.1f <= %.1f", chi2, crit)
 	}
 }
 
