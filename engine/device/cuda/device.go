@@ -70,6 +70,8 @@ type forcedPaths struct {
 	noPrefillWG          bool // the prompt chunks' attention through q3_attn_prefill (no q3_attn_wg.cu)
 	ropeInAttentionRows  int  // the most rows of a decode-only step that take q3_attn_rows_rope (0: ropeFoldMaxRows)
 	decodeInBatchOrder   bool // the rotary block's decode rows attended in the batch's order, not longest context first
+	kvPrefetchMB         int  // the KV prefetch's budget a layer in MiB (0: kvPrefetchMB; negative: no prefetch)
+	kvPrefetchAnyRows    bool // every decode-only step prefetches, whatever its rows
 }
 
 // DefaultOptions are used for every zero field of Options.

@@ -62,4 +62,8 @@
 //     (q3_qk_rope_kv) before the attention: steps with prompt chunks, and
 //     decode-only steps of more than 32 rows, where it is faster than the
 //     attention doing it (q3_attn_rows_rope).
+//   - The decode-row attention without the keys and values it reads first
+//     asked for ahead (q3_kv_prefetch on a side stream, kvprefetch.go):
+//     GPUs other than Hopper, the fp32 mode, and steps with prompt chunks
+//     or outside 33-192 decode rows.
 package cuda

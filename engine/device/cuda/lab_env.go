@@ -17,7 +17,9 @@ import (
 //     q3_qk_rope_kv in decode-only steps and "ropefoldrows=N" folds it into
 //     the attention of decode-only steps of up to N rows, "noattnwg" keeps
 //     the prompt chunks' attention on q3_attn_prefill, "batchorder" attends
-//     decode rows in the batch's order (not longest context first), "q3wgcluster=N" launches
+//     decode rows in the batch's order (not longest context first),
+//     "nokvprefetch" forks no KV prefetch and "kvprefetchmb=N" sets its
+//     budget a layer (kvprefetch.go), "q3wgcluster=N" launches
 //     it in clusters of N, "q3wgslice=N" sends q|k|v and gate|up of up to N
 //     rows through it (forcedPaths);
 //   - ROSEINFER_CUDA_KERNELS, a directory whose .cu and .cuh files replace
@@ -39,6 +41,8 @@ func init() {
 				o.force.noPrefillWG = true
 			case "batchorder":
 				o.force.decodeInBatchOrder = true
+			case "nokvprefetch":
+				o.force.kvPrefetchMB = -1
 			default:
 				if n, ok := strings.CutPrefix(strings.TrimSpace(f), "rowsblocks="); ok {
 					o.force.rowsBlocks, _ = strconv.Atoi(n)
@@ -48,6 +52,9 @@ func init() {
 				}
 				if n, ok := strings.CutPrefix(strings.TrimSpace(f), "ropefoldrows="); ok {
 					o.force.ropeInAttentionRows, _ = strconv.Atoi(n)
+				}
+				if n, ok := strings.CutPrefix(strings.TrimSpace(f), "kvprefetchmb="); ok {
+					o.force.kvPrefetchMB, _ = strconv.Atoi(n)
 				}
 				if n, ok := strings.CutPrefix(strings.TrimSpace(f), "q3wgslice="); ok {
 					o.force.rotaryWGOneSliceRows, _ = strconv.Atoi(n)

@@ -228,6 +228,7 @@ func (s *rotaryStep) layersWG() {
 			s.gemm("gemm_gate_up", q.act.gateUp, dataR16BF, q.act.norm, w.gateUp, C, 2*q.I, false)
 			s.swiglu()
 		}
+		s.prefetchKV(l + 1)
 		s.wgGemm("wg_down", d.act.residual, C, q.act.hidden, w.down, q.I, C, gemvResidual)
 	}
 }

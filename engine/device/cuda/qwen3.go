@@ -29,9 +29,10 @@ type rotaryState struct {
 	k                        rotaryKernels
 	NH, NKV, HD, I, qkvWidth int
 	eps                      float32
-	gemvOK                   bool     // steps of up to maxGemvRows rows run q3_gemv.cu (qwen3_gemv.go)
-	wg                       rotaryWG // steps of up to rotaryWGRows rows run q3_wg.cu on Hopper (q3_wg.go)
-	prefillSmem              int      // k.attnPrefill's dynamic shared memory
+	gemvOK                   bool       // steps of up to maxGemvRows rows run q3_gemv.cu (qwen3_gemv.go)
+	wg                       rotaryWG   // steps of up to rotaryWGRows rows run q3_wg.cu on Hopper (q3_wg.go)
+	prefillSmem              int        // k.attnPrefill's dynamic shared memory
+	pf                       kvPrefetch // the decode attention's keys and values asked for ahead (kvprefetch.go)
 	// f32 (Options.Float32): weights, activations and the KV cache in fp32
 	// through q3_f32.cu's kernels and cuBLASLt alone; the buffers and
 	// weights documented as bf16 below are fp32 then.
@@ -87,13 +88,13 @@ type rotaryActs struct {
 }
 
 type rotaryKernels struct {
-	embed, rmsnorm, rope, swiglu, attnRows, attnRowsRope, attnPrefill, combine, sample kernel
-	gemv                                                                               [2][2][2]kernel // [q3Gemv*][rows > 8][2 column tiles]
+	embed, rmsnorm, rope, swiglu, attnRows, attnRowsRope, attnPrefill, combine, sample, kvPrefetch kernel
+	gemv                                                                                           [2][2][2]kernel // [q3Gemv*][rows > 8][2 column tiles]
 }
 
 // rotaryKernelNames are qwen3.cu's, q3_gemv.cu's, q3_f32.cu's and sample_large.cu's kernels.
 var rotaryKernelNames = append([]string{"q3_embed", "q3_rmsnorm", "q3_qk_rope_kv", "q3_swiglu", "q3_attn_combine",
-	"q3_attn_rows", "q3_attn_rows_rope", "q3_attn_prefill", "sample_rows_large"},
+	"q3_attn_rows", "q3_attn_rows_rope", "q3_attn_prefill", "q3_kv_prefetch", "sample_rows_large"},
 	append(q3GemvKernelNames(), rotaryF32Kernels...)...)
 
 // rotaryF32Kernels are q3_f32.cu's kernels, each taking its bf16
@@ -120,7 +121,7 @@ func (d *Device) initRotary(w *model.Weights, lr loweredRotary) error {
 	for dst, name := range map[*kernel]string{
 		&q.k.embed: "q3_embed", &q.k.rmsnorm: "q3_rmsnorm", &q.k.rope: "q3_qk_rope_kv", &q.k.swiglu: "q3_swiglu",
 		&q.k.combine: "q3_attn_combine", &q.k.attnRows: "q3_attn_rows", &q.k.attnRowsRope: "q3_attn_rows_rope",
-		&q.k.attnPrefill: "q3_attn_prefill", &q.k.sample: "sample_rows_large",
+		&q.k.attnPrefill: "q3_attn_prefill", &q.k.sample: "sample_rows_large", &q.k.kvPrefetch: "q3_kv_prefetch",
 	} {
 		if err := get(dst, name); err != nil {
 			return err
@@ -194,6 +195,9 @@ func (d *Device) initRotary(w *model.Weights, lr loweredRotary) error {
 	if err := d.allocStages(inWords); err != nil {
 		return err
 	}
+	if err := d.initKVPrefetch(); err != nil {
+		return err
+	}
 	g.blas.scratch, g.blas.scratchBytes = d.act.logits, 4*M*d.vocabPadded
 	return d.allocKV()
 }
@@ -206,6 +210,7 @@ func (d *Device) freeRotary() {
 	}
 	q.act, q.w.base = rotaryActs{}, 0
 	q.freeRotaryWG()
+	q.freeKVPrefetch(d.g.drv)
 }
 
 // bf16 appends src rounded to bf16 (nearest, ties to even): exact for a
@@ -303,6 +308,7 @@ func (d *Device) forwardRotary(p *stepPlan) error {
 	s.ropeInAttention = d.foldsRope(p)
 	s.end("start", nil)
 	s.embed()
+	s.prefetchKV(0)
 	switch {
 	case s.useGemv(s.N):
 		s.layersGemv()
@@ -311,6 +317,7 @@ func (d *Device) forwardRotary(p *stepPlan) error {
 	default:
 		s.layersGemm()
 	}
+	s.joinKV()
 	if s.M > 0 { // only the rows that sample go through the final norm and the LM head
 		if s.useGemv(s.M) {
 			s.gemv(opLMHeadGemv, q3GemvRMS, d.act.logits, d.vocabPadded, d.act.residual, 0, p.in(p.lay.sampleRows), s.q.w.normF,
@@ -338,6 +345,7 @@ func (s *rotaryStep) layersGemv() {
 		s.attention(l, w)
 		s.gemv("gemv_o", q3GemvPlain, d.act.residual, C, q.act.att, q.NH*q.HD, 0, 0, w.o, s.N, q.NH*q.HD, C, gemvAdd)
 		s.gemv("gemv_rms_gate_up_swiglu", q3GemvRMS, q.act.hidden, 2*q.I, d.act.residual, 0, 0, w.ln2, w.gateUp, s.N, C, 2*q.I, gemvSwiGLU)
+		s.prefetchKV(l + 1)
 		s.gemv("gemv_down", q3GemvPlain, d.act.residual, C, q.act.hidden, q.I, 0, 0, w.down, s.N, q.I, C, gemvAdd)
 	}
 }
@@ -356,6 +364,7 @@ func (s *rotaryStep) layersGemm() {
 		s.rmsnorm("rmsnorm_2", s.q.act.norm, 0, w.ln2, s.N)
 		s.gemm("gemm_gate_up", s.q.act.gateUp, s.q.actType(), s.q.act.norm, w.gateUp, d.cfg.Channels, 2*s.q.I, false)
 		s.swiglu()
+		s.prefetchKV(l + 1)
 		s.gemm("gemm_down", d.act.residual, dataR32F, s.q.act.hidden, w.down, s.q.I, d.cfg.Channels, true)
 	}
 }
@@ -371,6 +380,7 @@ type rotaryStep struct {
 	// rotates and caches its rows' queries and keys (q3_attn_rows_rope) and
 	// q3_qk_rope_kv is not launched.
 	ropeInAttention bool
+	forked          bool // a KV prefetch was forked and not yet joined (kvprefetch.go)
 	err             error
 }
 

@@ -62,11 +62,12 @@ func TestRotaryLogitsVsCPU(t *testing.T) {
 	// rotaryWGOneSliceRows forced to 128.
 	for _, o := range []Options{{}, {NoCUDAGraph: true}, {ChunkRows: -1}, {force: forcedPaths{noPDL: true}},
 		{force: forcedPaths{cuBLASLt: true}}, {force: forcedPaths{rotaryWGOneSliceRows: 128}},
-		{force: forcedPaths{noRopeInAttention: true}}, {force: forcedPaths{noPrefillWG: true}}} {
+		{force: forcedPaths{noRopeInAttention: true}}, {force: forcedPaths{noPrefillWG: true}},
+		{force: forcedPaths{kvPrefetchMB: -1}}, {force: forcedPaths{kvPrefetchMB: 1, kvPrefetchAnyRows: true}}} {
 		o.MaxStepTokens, o.MaxSeqs = 1024, 64
-		t.Run(fmt.Sprintf("noCUDAGraph=%v_chunkRows=%d_noPDL=%v_cuBLASLt=%v_wgOneSlice=%d_noRopeInAttention=%v_noPrefillWG=%v", o.NoCUDAGraph,
+		t.Run(fmt.Sprintf("noCUDAGraph=%v_chunkRows=%d_noPDL=%v_cuBLASLt=%v_wgOneSlice=%d_noRopeInAttention=%v_noPrefillWG=%v_kvPrefetch=%d,%v", o.NoCUDAGraph,
 			o.ChunkRows, o.force.noPDL, o.force.cuBLASLt, o.force.rotaryWGOneSliceRows, o.force.noRopeInAttention,
-			o.force.noPrefillWG), func(t *testing.T) {
+			o.force.noPrefillWG, o.force.kvPrefetchMB, o.force.kvPrefetchAnyRows), func(t *testing.T) {
 			d := newTestDevice(t, w, o)
 			if wgBuilt := kernelArch(q3WGFile, d.g.arch, d.g.nv.major) != ""; wgBuilt && !o.force.cuBLASLt && !d.q3.wg.ok {
 				t.Fatal("q3_wg.cu was built but its 17-128-row steps are off") // the first step has 78 rows
@@ -76,6 +77,13 @@ func TestRotaryLogitsVsCPU(t *testing.T) {
 				t.Fatalf("prompt chunks' attention through %s, want q3_attn_wg.cu's: %v", d.q3.k.attnPrefill.name, wantWG)
 			}
 			checkRotarySteps(t, d, w, rotaryLogitsBound)
+			// The decode steps here have at most 64 rows: the KV prefetch
+			// runs in them only where every row count takes it (on Hopper).
+			if want := d.g.ccMajor >= 9 && o.force.kvPrefetchAnyRows; want && d.q3.pf.forks == 0 {
+				t.Fatal("no KV prefetch launched in the decode steps")
+			} else if o.force.kvPrefetchMB < 0 && d.q3.pf.forks != 0 {
+				t.Fatalf("%d KV prefetch launches with it off", d.q3.pf.forks)
+			}
 		})
 	}
 	// The fp32 mode: q3_f32.cu's kernels and cuBLASLt's fp32 GEMMs, in

@@ -139,16 +139,19 @@ __device__ __forceinline__ size_t kv_offset(int block, int head, int slot, int N
 // another, each over the run's n entries, so a step of equal contexts keeps
 // the order of one KV head at a time, and a step of mixed contexts starts its
 // longest rows, every KV head, first (plan.go's longestFirst). dec_runs null
-// is one run of all the rows.
-__device__ __forceinline__ void dec_row_head(int& j, int& kvh, const int* dec_runs, int NKV) {
-    const int lin = blockIdx.x + gridDim.x * blockIdx.y;
-    int first = 0, n = gridDim.x;
+// is one run of all the rows. dec_row_head_at is the same for the block at
+// linear index lin of a grid of rows rows.
+__device__ __forceinline__ void dec_row_head_at(int& j, int& kvh, int lin, int rows, const int* dec_runs, int NKV) {
+    int first = 0, n = rows;
     if (dec_runs != nullptr) {
         const int e = lin / NKV;
         first = dec_runs[2 * e], n = dec_runs[2 * e + 1];
     }
     const int off = lin - first * NKV;
     kvh = off / n, j = first + off % n;
+}
+__device__ __forceinline__ void dec_row_head(int& j, int& kvh, const int* dec_runs, int NKV) {
+    dec_row_head_at(j, kvh, blockIdx.x + gridDim.x * blockIdx.y, gridDim.x, dec_runs, NKV);
 }
 
 // block_sum_256: the sum of v over a block of 256 threads (8 warps), in

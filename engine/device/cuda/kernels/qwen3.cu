@@ -517,6 +517,43 @@ extern "C" __global__ void __launch_bounds__(128, Q3_ROWS_BLOCKS) q3_attn_rows_r
                             scale_log2, nsplit, qn, kn, rope, slots, eps);
 }
 
+// q3_kv_prefetch asks L2 for the cached keys and values that one layer's
+// decode-row attention reads first, while the kernels before it (norms and
+// projections, bound by their latency, not by DRAM) leave most of the
+// memory bandwidth idle (kvprefetch.go). It runs on a stream of its own,
+// off the step's chain of kernels, and only hints: it writes nothing, so it
+// cannot change a result. A warp takes the attention block at linear index
+// item (the order the GPU starts them in, dec_row_head_at) and asks for each
+// of its cache blocks' B keys and B values of its KV head, two contiguous
+// runs of B * 256 bytes, by bulk prefetches (sm_90); items are taken in
+// order up to budget (key, value) cache-block pairs. The first item has the
+// longest context (plan.go's longestFirst), so item times its blocks bounds
+// the pairs before item.
+extern "C" __global__ void __launch_bounds__(128) q3_kv_prefetch(const bf16_t* kc, const bf16_t* vc, const int* pos,
+                                                                 const int* dec_seqs, const int* dec_runs,
+                                                                 const int* q_start, const int* block_tables,
+                                                                 const int* bt_stride, int rows, int NKV, int B,
+                                                                 int budget) {
+    const int item = blockIdx.x * 4 + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (item >= rows * NKV) return;
+    int j, kvh;
+    dec_row_head_at(j, kvh, 0, rows, dec_runs, NKV);
+    const int longest = kv_block(pos[q_start[dec_seqs[j]]], B) + 1;
+    if ((long long)item * longest >= budget) return;
+    dec_row_head_at(j, kvh, item, rows, dec_runs, NKV);
+    const int entry = dec_seqs[j];
+    const int blocks = kv_block(pos[q_start[entry]], B) + 1;
+    const int* bt = block_tables + (size_t)entry * bt_stride[0];
+    const unsigned bytes = (unsigned)B * Q3_HD * sizeof(bf16_t);
+    for (int b = lane; b < blocks; b += 32) {
+        const size_t off = kv_offset(bt[b], kvh, 0, NKV, B, Q3_HD);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(kc + off), "r"(bytes) : "memory");
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(vc + off), "r"(bytes) : "memory");
+#endif
+    }
+}
+
 // q3_attn_combine merges a decode row's key slices: grid (rows, NH), 128
 // threads; row j is q_start[dec_seqs[j]].
 extern "C" __global__ void q3_attn_combine(bf16_t* att, const float* part, const int* dec_seqs, const int* q_start,
