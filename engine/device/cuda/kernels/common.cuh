@@ -154,6 +154,16 @@ __device__ __forceinline__ void dec_row_head(int& j, int& kvh, const int* dec_ru
     dec_row_head_at(j, kvh, blockIdx.x + gridDim.x * blockIdx.y, gridDim.x, dec_runs, NKV);
 }
 
+// swiglu_cols is the first column c of the per (4, or 2 where I is not a
+// multiple of 4) outputs of a row that this thread of the SwiGLU grid
+// (q3_swiglu, q3f_swiglu; x over the columns, y striding over the rows)
+// computes; false where c is past the row's I.
+__device__ __forceinline__ bool swiglu_cols(int I, int& c, int& per) {
+    per = I % 4 == 0 ? 4 : 2;
+    c = per * (blockIdx.x * blockDim.x + threadIdx.x);
+    return c < I;
+}
+
 // block_sum_256: the sum of v over a block of 256 threads (8 warps), in
 // every thread; part is 8 floats of shared memory the block lends it.
 __device__ __forceinline__ float block_sum_256(float v, float* part) {

@@ -7,6 +7,30 @@
 #pragma once
 #include "common.cuh"
 
+// PrefillTile is what a block of the rotary block's prompt-chunk attention
+// (q3_attn_prefill's contract, shared by q3_attn_wg.cu's kernel) takes from
+// the step's layout: block x is tile (entry s, its first query row q0 in
+// the chunk), block y query head h of KV head kvh; the chunk's length len,
+// cached context ctx and first row qrow in qkv, s's block table bt, and the
+// last key position the tile's BR query rows need. Reads step inputs only,
+// so it may run before the PDL wait.
+struct PrefillTile {
+    int s, q0, h, kvh, len, ctx, qrow, last;
+    const int* bt;
+};
+
+__device__ __forceinline__ PrefillTile prefill_tile(const int* q_start, const int* q_len, const int* ctx_len,
+                                                    const int* tile_seq, const int* tile_q0, const int* block_tables,
+                                                    const int* bt_stride, int NH, int NKV, int BR) {
+    PrefillTile t;
+    t.s = tile_seq[blockIdx.x], t.q0 = tile_q0[blockIdx.x], t.h = blockIdx.y;
+    t.kvh = t.h / (NH / NKV);
+    t.len = q_len[t.s], t.ctx = ctx_len[t.s], t.qrow = q_start[t.s];
+    t.bt = block_tables + (size_t)t.s * bt_stride[0];
+    t.last = t.ctx + min(t.q0 + BR, t.len) - 1;
+    return t;
+}
+
 // fa_softmax_tile scales and masks the scores (keys past a row's position
 // qp0 / qp1 or past the tile's last key get -inf), raises the rows'
 // running maxima m0 / m1, rescales their sums l0 / l1 and the output

@@ -61,12 +61,10 @@ extern "C" __global__ void __launch_bounds__(128) q3_attn_prefill_wg(
     grid_dep_launch();
     extern __shared__ __align__(16) unsigned char aw_sm[];
     const uint32_t qs = (smem_u32(aw_sm) + 1023) & ~1023u;  // Q; stage s's K at qs + (1 + 2s) AW_TILE, its V after it
-    const int s = tile_seq[blockIdx.x], q0 = tile_q0[blockIdx.x], h = blockIdx.y;
-    const int kvh = h / (NH / NKV);
+    const PrefillTile pt = prefill_tile(q_start, q_len, ctx_len, tile_seq, tile_q0, block_tables, bt_stride, NH, NKV, AW_BR);
+    const int q0 = pt.q0, h = pt.h, kvh = pt.kvh, len = pt.len, ctx = pt.ctx, qrow = pt.qrow, last = pt.last;
+    const int* bt = pt.bt;
     const int width = (NH + 2 * NKV) * AW_HD, C = NH * AW_HD;
-    const int len = q_len[s], ctx = ctx_len[s], qrow = q_start[s];
-    const int* bt = block_tables + (size_t)s * bt_stride[0];
-    const int last = ctx + min(q0 + AW_BR, len) - 1;  // last key position the tile needs
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane >> 2;
     grid_dep_wait();
 

@@ -70,9 +70,8 @@ extern "C" __global__ void q3f_qk_rope_kv(float* qkv, float* kc, float* vc, cons
 extern "C" __global__ void q3f_swiglu(float* out, const float* gu, int N, int I) {
     grid_dep_launch();
     grid_dep_wait();
-    const int per = I % 4 == 0 ? 4 : 2;
-    const int c = per * (blockIdx.x * blockDim.x + threadIdx.x);
-    if (c >= I) return;
+    int c, per;
+    if (!swiglu_cols(I, c, per)) return;
     for (int i = blockIdx.y; i < N; i += gridDim.y) {
         for (int k = 0; k < per; k++) {
             const float gv = gu[(size_t)i * 2 * I + 2 * (c + k)], uv = gu[(size_t)i * 2 * I + 2 * (c + k) + 1];

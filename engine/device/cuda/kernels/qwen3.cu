@@ -191,9 +191,8 @@ __device__ __forceinline__ uint32_t q3_swiglu2(uint32_t p0, uint32_t p1) {
 extern "C" __global__ void q3_swiglu(bf16_t* out, const bf16_t* gu, int N, int I) {
     grid_dep_launch();
     grid_dep_wait();
-    const int per = I % 4 == 0 ? 4 : 2;
-    const int c = per * (blockIdx.x * blockDim.x + threadIdx.x);
-    if (c >= I) return;
+    int c, per;
+    if (!swiglu_cols(I, c, per)) return;
     for (int i = blockIdx.y; i < N; i += gridDim.y) {
         const bf16_t* src = gu + (size_t)i * 2 * I + 2 * c;  // gate c, up c, gate c+1, up c+1, ...
         bf16_t* dst = out + (size_t)i * I + c;
@@ -601,12 +600,10 @@ extern "C" __global__ void __launch_bounds__(128) q3_attn_prefill(
     int NKV, int B, float scale) {
     grid_dep_launch();
     extern __shared__ __align__(16) bf16_t pf_sm[];  // [stage][K, V][key][PF_PAD]
-    const int s = tile_seq[blockIdx.x], q0 = tile_q0[blockIdx.x], h = blockIdx.y;
-    const int kvh = h / (NH / NKV);
+    const PrefillTile pt = prefill_tile(q_start, q_len, ctx_len, tile_seq, tile_q0, block_tables, bt_stride, NH, NKV, PF_BR);
+    const int q0 = pt.q0, h = pt.h, kvh = pt.kvh, len = pt.len, ctx = pt.ctx, qs = pt.qrow, last = pt.last;
+    const int* bt = pt.bt;
     const int width = (NH + 2 * NKV) * Q3_HD, C = NH * Q3_HD;
-    const int len = q_len[s], ctx = ctx_len[s], qs = q_start[s];
-    const int* bt = block_tables + (size_t)s * bt_stride[0];
-    const int last = ctx + min(q0 + PF_BR, len) - 1;  // last key position the tile needs
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane >> 2, t4 = lane & 3;
     grid_dep_wait();
 
