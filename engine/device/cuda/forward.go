@@ -107,12 +107,9 @@ func (s *step) encoder() {
 	}
 	// The step's first kernel follows the inputs' host-to-device copy, not a
 	// kernel: it launches without programmatic dependent launch.
-	pdl := g.pdl
-	g.pdl = false
-	err := g.launch(d.k.encoder, ceilDiv(s.N*d.cfg.Channels, 256), 1, 1, 256, 0,
+	err := g.launchOn(g.stream, false, d.k.encoder, ceilDiv(s.N*d.cfg.Channels, 256), 1, 1, 256, 0,
 		argPtr(a.residual), argPtr(p.in(lay.tokens)), argPtr(a.outTok), argPtr(p.in(lay.srcRows)), argPtr(p.in(lay.pos)),
 		argPtr(d.w.wte), argPtr(d.w.wpe), argInt(s.N), argInt(d.cfg.Channels), argPtr(a.lnStats), argInt(nzero))
-	g.pdl = pdl
 	s.end("encoder", err)
 }
 

@@ -217,6 +217,12 @@ func (g *gpu) findKernel(name string) bool {
 // C memory (see argPtr/argInt/argF32); the driver copies them at launch, so
 // the slots are reused by the next launch.
 func (g *gpu) launch(k kernel, gridX, gridY, gridZ, block, smem int, args ...uint64) error {
+	return g.launchOn(g.stream, g.pdl, k, gridX, gridY, gridZ, block, smem, args...)
+}
+
+// launchOn is launch on stream, with programmatic dependent launch where pdl
+// (a side stream's kernels, off the step's chain, launch without it).
+func (g *gpu) launchOn(stream uintptr, pdl bool, k kernel, gridX, gridY, gridZ, block, smem int, args ...uint64) error {
 	if gridX <= 0 || gridY <= 0 || gridZ <= 0 {
 		return nil // nothing to do: an empty batch part
 	}
@@ -228,13 +234,13 @@ func (g *gpu) launch(k kernel, gridX, gridY, gridZ, block, smem int, args ...uin
 		g.argPtrs[i] = g.argSlotsAddr + uintptr(8*i)
 	}
 	var r uintptr
-	if g.pdl && g.drv.cuLaunchKernelEx != 0 {
+	if pdl && g.drv.cuLaunchKernelEx != 0 {
 		*g.launchCfg = launchConfig{gridX: uint32(gridX), gridY: uint32(gridY), gridZ: uint32(gridZ), blockX: uint32(block), blockY: 1, blockZ: 1,
-			sharedMem: uint32(smem), stream: g.stream, attrs: g.attrAddr, numAttrs: 1}
+			sharedMem: uint32(smem), stream: stream, attrs: g.attrAddr, numAttrs: 1}
 		r, _, _ = purego.SyscallN(g.drv.cuLaunchKernelEx, uintptr(unsafe.Pointer(g.launchCfg)), k.fn, g.argPtrsAddr, 0)
 	} else {
 		r, _, _ = purego.SyscallN(g.drv.cuLaunchKernel, k.fn, uintptr(gridX), uintptr(gridY), uintptr(gridZ),
-			uintptr(block), 1, 1, uintptr(smem), g.stream, g.argPtrsAddr, 0)
+			uintptr(block), 1, 1, uintptr(smem), stream, g.argPtrsAddr, 0)
 	}
 	if r != cuSuccess {
 		return fmt.Errorf("launch %s (grid %d,%d,%d block %d smem %d): %w", k.name, gridX, gridY, gridZ, block, smem, g.drv.check("cuLaunchKernel", r))

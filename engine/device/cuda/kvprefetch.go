@@ -77,6 +77,7 @@ func (d *Device) initKVPrefetch() error {
 	return err
 }
 
+// freeKVPrefetch waits for the side stream and releases it and its events.
 func (q *rotaryState) freeKVPrefetch(drv *driver) {
 	for _, e := range []uintptr{q.pf.fork, q.pf.join} {
 		if e != 0 {
@@ -102,7 +103,7 @@ func (s *rotaryStep) prefetchesKV() bool {
 // prefetchKV forks layer l's prefetch after the kernels enqueued so far
 // (layer 0's after the embedding, each next one's after gate|up).
 func (s *rotaryStep) prefetchKV(l int) {
-	if s.err != nil || l >= len(s.q.w.layers) || !s.prefetchesKV() {
+	if s.err != nil || l >= len(s.q.w.layers) || !s.prefetch {
 		return
 	}
 	d, q, p, lay, g := s.d, s.q, s.p, &s.p.lay, s.d.g
@@ -114,13 +115,11 @@ func (s *rotaryStep) prefetchKV(l int) {
 	}
 	kc, vc := d.kvLayer(l)
 	items := p.nDecode * q.NKV
-	stream, pdl := g.stream, g.pdl
-	g.stream, g.pdl = q.pf.stream, false // off the chain: it waits for nothing of the step's but the fork
-	s.err = g.launch(q.k.kvPrefetch, ceilDiv(items, 4), 1, 1, 128, 0,
+	// Off the chain: it waits for nothing of the step's but the fork.
+	s.err = g.launchOn(q.pf.stream, false, q.k.kvPrefetch, ceilDiv(items, 4), 1, 1, 128, 0,
 		argPtr(kc), argPtr(vc), argPtr(p.in(lay.pos)), argPtr(p.in(lay.decSeqs)), argPtr(p.in(lay.decRuns)),
 		argPtr(p.in(lay.qStart)), argPtr(p.in(lay.blockTables)), argPtr(p.in(lay.btStride)),
 		argInt(p.nDecode), argInt(q.NKV), argInt(d.kv.BlockSizeTokens), argInt(q.pf.budget))
-	g.stream, g.pdl = stream, pdl
 	if s.err == nil {
 		s.forked = true
 		q.pf.forks++

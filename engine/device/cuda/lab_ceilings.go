@@ -60,12 +60,10 @@ func (d *Device) MeasureCeilings() (Ceilings, error) {
 	c.CopyGBs = 2 * bytes / (ms / 1000) / 1e9
 	// Two 1024-thread blocks per SM with four 16-byte loads each in flight:
 	// far more bytes in flight than the DRAM latency needs.
-	pdl := g.pdl
-	g.pdl = false // a plain launch: timed alone, not overlapping what precedes it
+	// A plain launch: timed alone, not overlapping what precedes it.
 	ms, err = d.timeMedian(5, func() error {
-		return g.launch(g.kernel("read_bandwidth"), 2*g.smCount, 1, 1, 1024, 0, argPtr(src), uint64(bytes/16), argPtr(dst))
+		return g.launchOn(g.stream, false, g.kernel("read_bandwidth"), 2*g.smCount, 1, 1, 1024, 0, argPtr(src), uint64(bytes/16), argPtr(dst))
 	})
-	g.pdl = pdl
 	if err != nil {
 		return c, err
 	}

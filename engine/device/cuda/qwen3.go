@@ -306,6 +306,7 @@ func interleaveHalves(x []float32, cols int) []float32 {
 func (d *Device) forwardRotary(p *stepPlan) error {
 	s := rotaryStep{d: d, q: d.q3, p: p, N: p.lay.nTok, M: p.lay.nSample}
 	s.ropeInAttention = d.foldsRope(p)
+	s.prefetch = s.prefetchesKV()
 	s.end("start", nil)
 	s.embed()
 	s.prefetchKV(0)
@@ -380,7 +381,8 @@ type rotaryStep struct {
 	// rotates and caches its rows' queries and keys (q3_attn_rows_rope) and
 	// q3_qk_rope_kv is not launched.
 	ropeInAttention bool
-	forked          bool // a KV prefetch was forked and not yet joined (kvprefetch.go)
+	prefetch        bool // prefetchesKV: each layer forks its KV prefetch (kvprefetch.go)
+	forked          bool // a KV prefetch was forked and not yet joined
 	err             error
 }
 
@@ -398,13 +400,11 @@ func (s *rotaryStep) embed() {
 		return
 	}
 	d, g, p, lay, C := s.d, s.d.g, s.p, &s.p.lay, s.d.cfg.Channels
-	pdl := g.pdl // the step's first kernel follows the inputs' copy, not a kernel
-	g.pdl = false
 	half := s.q.HD / 2
-	err := g.launch(s.q.k.embed, ceilDiv(s.N*max(C, half), 256), 1, 1, 256, 0,
+	// The step's first kernel follows the inputs' copy, not a kernel: no PDL.
+	err := g.launchOn(g.stream, false, s.q.k.embed, ceilDiv(s.N*max(C, half), 256), 1, 1, 256, 0,
 		argPtr(d.act.residual), argPtr(s.q.act.rope), argPtr(p.in(lay.tokens)), argPtr(d.act.outTok), argPtr(p.in(lay.srcRows)),
 		argPtr(p.in(lay.pos)), argPtr(s.q.w.invFreq), argPtr(s.q.w.wte), argInt(s.N), argInt(C), argInt(half))
-	g.pdl = pdl
 	s.end("embed", err)
 }
 
