@@ -72,6 +72,7 @@ type forcedPaths struct {
 	decodeInBatchOrder   bool // the rotary block's decode rows attended in the batch's order, not longest context first
 	kvPrefetchMB         int  // the KV prefetch's budget a layer in MiB (0: kvPrefetchMB; negative: no prefetch)
 	kvPrefetchAnyRows    bool // every decode-only step prefetches, whatever its rows
+	rotaryFP32Logits     bool // the rotary block's cuBLASLt LM head writes fp32 logits (not bf16)
 }
 
 // DefaultOptions are used for every zero field of Options.

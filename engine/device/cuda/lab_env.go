@@ -19,7 +19,8 @@ import (
 //     the prompt chunks' attention on q3_attn_prefill, "batchorder" attends
 //     decode rows in the batch's order (not longest context first),
 //     "nokvprefetch" forks no KV prefetch and "kvprefetchmb=N" sets its
-//     budget a layer (kvprefetch.go), "q3wgcluster=N" launches
+//     budget a layer (kvprefetch.go), "q3fp32logits" has the rotary
+//     block's cuBLASLt LM head write fp32 logits, "q3wgcluster=N" launches
 //     it in clusters of N, "q3wgslice=N" sends q|k|v and gate|up of up to N
 //     rows through it (forcedPaths);
 //   - ROSEINFER_CUDA_KERNELS, a directory whose .cu and .cuh files replace
@@ -43,6 +44,8 @@ func init() {
 				o.force.decodeInBatchOrder = true
 			case "nokvprefetch":
 				o.force.kvPrefetchMB = -1
+			case "q3fp32logits":
+				o.force.rotaryFP32Logits = true
 			default:
 				if n, ok := strings.CutPrefix(strings.TrimSpace(f), "rowsblocks="); ok {
 					o.force.rowsBlocks, _ = strconv.Atoi(n)

@@ -34,8 +34,20 @@ func newTestDevice(t *testing.T, w *model.Weights, opts Options) *Device {
 	return d
 }
 
+// logitsType is the cuBLASLt data type of the logits a step of M sampled
+// rows leaves in act.logits, test-only.
+func (d *Device) logitsType(M int) int {
+	switch {
+	case d.q3 != nil:
+		return d.q3.logitsType(M)
+	case d.halfLogits(M):
+		return dataR16F
+	}
+	return dataR32F
+}
+
 // lastLogits reads the logits of the last step's sampled rows (M, V),
-// test-only: fp16 ones (halfLogits) widened to float32.
+// test-only: 16-bit ones (logitsType) widened to float32.
 func (d *Device) lastLogits(t *testing.T, M int) [][]float32 {
 	t.Helper()
 	out := make([][]float32, M)
@@ -45,12 +57,18 @@ func (d *Device) lastLogits(t *testing.T, M int) [][]float32 {
 	if err := d.g.bind(); err != nil {
 		t.Fatal(err)
 	}
-	if d.halfLogits(d.lastPlan().lay.nSample) {
+	if typ := d.logitsType(d.lastPlan().lay.nSample); typ != dataR32F {
 		h := make([]uint16, len(buf))
 		if err := d.g.drv.dtoh(unsafe.Pointer(&h[0]), d.act.logits, 2*len(h)); err != nil {
 			t.Fatal(err)
 		}
-		copy(buf, fromF16(h))
+		if typ == dataR16F {
+			copy(buf, fromF16(h))
+		} else {
+			for i, v := range h {
+				buf[i] = bf16ToF32(v)
+			}
+		}
 	} else if err := d.g.drv.dtoh(unsafe.Pointer(&buf[0]), d.act.logits, 4*len(buf)); err != nil {
 		t.Fatal(err)
 	}

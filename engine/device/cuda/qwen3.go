@@ -33,10 +33,24 @@ type rotaryState struct {
 	wg                       rotaryWG   // steps of up to rotaryWGRows rows run q3_wg.cu on Hopper (q3_wg.go)
 	prefillSmem              int        // k.attnPrefill's dynamic shared memory
 	pf                       kvPrefetch // the decode attention's keys and values asked for ahead (kvprefetch.go)
+	fp32Logits               bool       // cuBLASLt's LM head writes fp32 logits too (logitsType)
 	// f32 (Options.Float32): weights, activations and the KV cache in fp32
 	// through q3_f32.cu's kernels and cuBLASLt alone; the buffers and
 	// weights documented as bf16 below are fp32 then.
 	f32 bool
+}
+
+// logitsType is the cuBLASLt data type of the logits a step of M sampled
+// rows leaves: bf16 where cuBLASLt's LM head writes them (more than
+// maxGemvRows rows of the bf16 mode; its sums stay fp32), fp32 from
+// q3_gemv.cu's LM head and in the fp32 mode. A row of 151,936 fp32 logits
+// is 608 KB: at 128 rows the LM head writes 78 MB that the sampler reads
+// twice, and bf16 halves both (vLLM's logits are in the model's dtype too).
+func (q *rotaryState) logitsType(M int) int {
+	if q.f32 || q.fp32Logits || (q.gemvOK && M <= maxGemvRows) {
+		return dataR32F
+	}
+	return dataR16BF
 }
 
 // actType is the cuBLASLt data type of the block's activations and
@@ -88,13 +102,13 @@ type rotaryActs struct {
 }
 
 type rotaryKernels struct {
-	embed, rmsnorm, rope, swiglu, attnRows, attnRowsRope, attnPrefill, combine, sample, kvPrefetch kernel
-	gemv                                                                                           [2][2][2]kernel // [q3Gemv*][rows > 8][2 column tiles]
+	embed, rmsnorm, rope, swiglu, attnRows, attnRowsRope, attnPrefill, combine, sample, sampleBF, kvPrefetch kernel
+	gemv                                                                                                     [2][2][2]kernel // [q3Gemv*][rows > 8][2 column tiles]
 }
 
 // rotaryKernelNames are qwen3.cu's, q3_gemv.cu's, q3_f32.cu's and sample_large.cu's kernels.
 var rotaryKernelNames = append([]string{"q3_embed", "q3_rmsnorm", "q3_qk_rope_kv", "q3_swiglu", "q3_attn_combine",
-	"q3_attn_rows", "q3_attn_rows_rope", "q3_attn_prefill", "q3_kv_prefetch", "sample_rows_large"},
+	"q3_attn_rows", "q3_attn_rows_rope", "q3_attn_prefill", "q3_kv_prefetch", "sample_rows_large", "sample_rows_large_bf"},
 	append(q3GemvKernelNames(), rotaryF32Kernels...)...)
 
 // rotaryF32Kernels are q3_f32.cu's kernels, each taking its bf16
@@ -121,7 +135,8 @@ func (d *Device) initRotary(w *model.Weights, lr loweredRotary) error {
 	for dst, name := range map[*kernel]string{
 		&q.k.embed: "q3_embed", &q.k.rmsnorm: "q3_rmsnorm", &q.k.rope: "q3_qk_rope_kv", &q.k.swiglu: "q3_swiglu",
 		&q.k.combine: "q3_attn_combine", &q.k.attnRows: "q3_attn_rows", &q.k.attnRowsRope: "q3_attn_rows_rope",
-		&q.k.attnPrefill: "q3_attn_prefill", &q.k.sample: "sample_rows_large", &q.k.kvPrefetch: "q3_kv_prefetch",
+		&q.k.attnPrefill: "q3_attn_prefill", &q.k.sample: "sample_rows_large", &q.k.sampleBF: "sample_rows_large_bf",
+		&q.k.kvPrefetch: "q3_kv_prefetch",
 	} {
 		if err := get(dst, name); err != nil {
 			return err
@@ -144,8 +159,11 @@ func (d *Device) initRotary(w *model.Weights, lr loweredRotary) error {
 		}
 	}
 	q.gemvOK = rotaryGemvOK(c.Channels, q.NH*q.HD, q.I) && !d.opts.force.cuBLASLt && !q.f32
-	if err := g.setMaxDynamicSmem(q.k.sample, sampleLargeSmem); err != nil {
-		return err
+	q.fp32Logits = d.opts.force.rotaryFP32Logits
+	for _, k := range []kernel{q.k.sample, q.k.sampleBF} {
+		if err := g.setMaxDynamicSmem(k, sampleLargeSmem); err != nil {
+			return err
+		}
 	}
 	q.prefillSmem = rotaryPrefillSmem
 	if q.f32 {
@@ -326,7 +344,7 @@ func (d *Device) forwardRotary(p *stepPlan) error {
 		} else {
 			s.rmsnorm("rmsnorm_f", s.q.act.lnf, p.in(p.lay.sampleRows), s.q.w.normF, s.M)
 			if s.err == nil {
-				s.end(opLMHeadGemm, d.g.blas.gemmTyped(d.g.stream, d.act.logits, dataR32F, d.vocabPadded, s.q.act.lnf, s.q.w.wte, s.q.actType(), 0,
+				s.end(opLMHeadGemm, d.g.blas.gemmTyped(d.g.stream, d.act.logits, s.q.logitsType(s.M), d.vocabPadded, s.q.act.lnf, s.q.w.wte, s.q.actType(), 0,
 					gemmRows(s.M, d.opts.MaxSeqs), d.cfg.Channels, d.vocabPadded, epilogueDefault, false))
 			}
 		}
@@ -560,14 +578,18 @@ func q3SwiGLUGrid(n, i int) (x, y int) {
 // maxGridY is the most blocks a grid's y dimension may have.
 const maxGridY = 65535
 
-// sample: the device's sampling rules (sample.cuh) over fp32 logits of up
-// to 262,144 ids.
+// sample: the device's sampling rules (sample.cuh) over logits of up to
+// 262,144 ids, fp32 or bf16 (logitsType).
 func (s *rotaryStep) sample() {
 	if s.err != nil {
 		return
 	}
 	d, a, p, lay := s.d, &s.d.act, s.p, &s.p.lay
-	s.end("sample", d.g.launch(s.q.k.sample, s.M, 1, 1, 1024, sampleLargeSmem,
+	k := s.q.k.sample
+	if s.q.logitsType(s.M) == dataR16BF {
+		k = s.q.k.sampleBF
+	}
+	s.end("sample", d.g.launch(k, s.M, 1, 1, 1024, sampleLargeSmem,
 		argPtr(a.outTok), argPtr(a.logits), argInt(d.vocabPadded), argInt(d.cfg.VocabSize),
 		argPtr(p.in(lay.temp)), argPtr(p.in(lay.topK)), argPtr(p.in(lay.topP)), argPtr(p.in(lay.seedLo)), argPtr(p.in(lay.seedHi)),
 		argPtr(p.in(lay.index)), argPtr(p.in(lay.banned)), argPtr(p.in(lay.wantLP)), argPtr(0), argPtr(p.in(lay.hostOut))))
@@ -601,7 +623,7 @@ func (d *Device) prewarmRotaryGEMMs() error {
 		}
 	}
 	for _, m := range gemmBuckets(d.opts.MaxSeqs, cublas) {
-		if err := g.blas.gemmTyped(g.stream, d.act.logits, dataR32F, d.vocabPadded, q.act.lnf, q.w.wte, q.actType(), 0, m, C, d.vocabPadded, epilogueDefault, false); err != nil {
+		if err := g.blas.gemmTyped(g.stream, d.act.logits, q.logitsType(m), d.vocabPadded, q.act.lnf, q.w.wte, q.actType(), 0, m, C, d.vocabPadded, epilogueDefault, false); err != nil {
 			return fmt.Errorf("cuda: prewarm LM head GEMM of %d rows: %w", m, err)
 		}
 	}

@@ -42,6 +42,7 @@ var spillAllowance = map[string]int{
 	"attention_prefill_128": 1024,
 	"sample_rows":           64,
 	"sample_rows_large":     192,
+	"sample_rows_large_bf":  192,
 	"q3_embed":              32,
 	"q3f_embed":             32,
 }

@@ -15,14 +15,36 @@ import (
 type logitsIn int
 
 const (
-	logitsF32      logitsIn = iota // fp32 rows, no tile keys (gemv.cu's LM head)
-	logitsF32Tiled                 // fp32 rows and their tile keys (lmhead.cu)
-	logitsF16                      // fp16 rows (cuBLASLt's LM head, sample_rows_h): values must be fp16-exact
-	logitsF32Large                 // fp32 rows through sample_rows_large (vocabularies up to 262,144 ids)
+	logitsF32       logitsIn = iota // fp32 rows, no tile keys (gemv.cu's LM head)
+	logitsF32Tiled                  // fp32 rows and their tile keys (lmhead.cu)
+	logitsF16                       // fp16 rows (cuBLASLt's LM head, sample_rows_h): values must be fp16-exact
+	logitsF32Large                  // fp32 rows through sample_rows_large (vocabularies up to 262,144 ids)
+	logitsBF16Large                 // bf16 rows through sample_rows_large_bf (the rotary block's cuBLASLt LM head): values must be bf16-exact
 )
 
 func (in logitsIn) String() string {
-	return [...]string{"fp32", "fp32 tiled", "fp16", "fp32 large"}[in]
+	return [...]string{"fp32", "fp32 tiled", "fp16", "fp32 large", "bf16 large"}[in]
+}
+
+// roundBF16 rounds every value to the nearest bf16, as the sampler's bf16
+// rows hold them.
+func roundBF16(x []float32) []float32 {
+	out := make([]float32, len(x))
+	for i, v := range x {
+		out[i] = bf16Round(v)
+	}
+	return out
+}
+
+// roundLogits is what the sampler reads of logits handed over as in.
+func roundLogits(x []float32, in logitsIn) []float32 {
+	switch in {
+	case logitsF16:
+		return roundF16(x)
+	case logitsBF16Large:
+		return roundBF16(x)
+	}
+	return x
 }
 
 // sampleRowsGPU runs sample_rows (sample_rows_h for logitsF16) over M rows
@@ -48,18 +70,24 @@ func sampleRowsGPU(t *testing.T, g *gpu, logits []float32, ld, V int, ps []sampl
 	}
 	t.Cleanup(func() { g.drv.hostFree(hostPtr) })
 	kernel, rows, keys, smem := g.kernel("sample_rows"), devPtr(0), devPtr(0), 0
-	if in == logitsF32Large {
+	if in == logitsF32Large || in == logitsBF16Large {
 		kernel, smem = g.kernel("sample_rows_large"), sampleLargeSmem
+		if in == logitsBF16Large {
+			kernel = g.kernel("sample_rows_large_bf")
+		}
 		if err := g.setMaxDynamicSmem(kernel, smem); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if in == logitsF16 {
-		if h := roundF16(logits); !slices.EqualFunc(h, logits, func(a, b float32) bool { return a == b || a != a && b != b }) {
-			t.Fatal("sampleRowsGPU: fp16 logits must be fp16-exact (roundF16)")
-		}
+	if h := roundLogits(logits, in); !slices.EqualFunc(h, logits, func(a, b float32) bool { return a == b || a != a && b != b }) {
+		t.Fatalf("sampleRowsGPU: %v logits must be exact in that type (roundLogits)", in)
+	}
+	switch in {
+	case logitsF16:
 		kernel, rows = g.kernel("sample_rows_h"), upload(t, g, toF16(logits))
-	} else {
+	case logitsBF16Large:
+		rows = upload(t, g, toBF16(logits))
+	default:
 		rows = upload(t, g, logits)
 	}
 	if in == logitsF32Tiled {
@@ -105,7 +133,8 @@ func TestSamplerMatchesCPU(t *testing.T) {
 		{3, true, logitsF32, false}, {3, true, logitsF32Tiled, false}, {3, false, logitsF16, false},
 		{151936, true, logitsF32Large, false}, {1000, false, logitsF32Large, false}, {3, false, logitsF32Large, false},
 		{151936, true, logitsF32Large, true}, {50257, true, logitsF16, true}, {50257, false, logitsF32, true},
-		{1025, false, logitsF32Large, true}} {
+		{1025, false, logitsF32Large, true}, {151936, true, logitsBF16Large, false}, {151936, true, logitsBF16Large, true},
+		{1000, false, logitsBF16Large, false}, {3, false, logitsBF16Large, false}} {
 		V := tc.V
 		const M = 160
 		logits := make([]float32, M*V)
@@ -145,9 +174,7 @@ func TestSamplerMatchesCPU(t *testing.T) {
 				banned[i] = int32(r.IntN(V))
 			}
 		}
-		if tc.in == logitsF16 { // the CPU reference sees the values the GPU reads
-			logits = roundF16(logits)
-		}
+		logits = roundLogits(logits, tc.in) // the CPU reference sees the values the GPU reads
 		ld, dev := V, logits
 		if tc.padded {
 			ld = (V + 127) &^ 127
@@ -214,10 +241,10 @@ func TestSamplerDistribution(t *testing.T) {
 }
 
 // TestSamplerDistributionLarge is TestSamplerDistribution at Qwen3's
-// 151,936 ids through sample_rows_large: top-k 40 (the fast path), top-k
-// 2,000 (past the fast path's 1,024 candidates: the radix search and the
-// bitmaps sized for 262,144 ids) and top_k off with top_p 1 (draw_all, the
-// sampling of nano-vllm's protocol).
+// 151,936 ids through sample_rows_large and sample_rows_large_bf: top-k 40
+// (the fast path), top-k 2,000 (past the fast path's 1,024 candidates: the
+// radix search and the bitmaps sized for 262,144 ids) and top_k off with
+// top_p 1 (draw_all, the sampling of nano-vllm's protocol).
 func TestSamplerDistributionLarge(t *testing.T) {
 	g := testGPU(t)
 	r := rand.New(rand.NewPCG(19, 20))
@@ -229,8 +256,11 @@ func TestSamplerDistributionLarge(t *testing.T) {
 		for i := range ps {
 			ps[i], index[i], banned[i] = p, i, -1
 		}
-		got, _ := sampleRowsGPU(t, g, row, 0, V, ps, index, banned, false, logitsF32Large)
-		checkDistribution(t, row, p, got, logitsF32Large)
+		for _, in := range []logitsIn{logitsF32Large, logitsBF16Large} {
+			ref := roundLogits(row, in)
+			got, _ := sampleRowsGPU(t, g, ref, 0, V, ps, index, banned, false, in)
+			checkDistribution(t, ref, p, got, in)
+		}
 	}
 }
 

@@ -87,9 +87,9 @@ static_assert(MAX_V / 32 >= 2 * COMPACT_MAX, "fast_top_k keeps two words a candi
 __device__ __forceinline__ bool bit(const uint32_t* m, int i) { return (m[i >> 5] >> (i & 31)) & 1u; }
 
 // logit_row is one row of logits as the sampler reads them: fp32 from the
-// LM head kernels of our own (lmhead.cu, gemv.cu: 1-16 rows), fp16 from
-// cuBLASLt's LM head (17+ rows), where half the bytes are written and read
-// (docs/cuda.md). at(i) is logit i; quad(j) loads logits
+// LM head kernels of our own (lmhead.cu, gemv.cu: 1-16 rows), fp16 (GPT-2)
+// or bf16 (the rotary block) from cuBLASLt's LM head (17+ rows), where half
+// the bytes are written and read (docs/cuda.md). at(i) is logit i; quad(j) loads logits
 // 4j..4j+3 (16 or 8 bytes) for unpack4, which comes after the next loads
 // are issued (fp16 quads stay packed until then: fewer registers); oct(t, e)
 // logits 8t..8t+7.
@@ -122,6 +122,34 @@ struct logit_row<half_t> {
         for (int c = 0; c < 4; c++) e[c] = h2f(h[c]);
     }
     __device__ __forceinline__ void oct(int t, float* e) const { unpack8(reinterpret_cast<const uint4*>(x)[t], e); }
+};
+
+// bf16_logit is a bf16 logit: a struct, so that logit_row tells it from
+// half_t (both are 16-bit integers). cuBLASLt has no bf16-to-fp16 GEMM, so a
+// bf16 model's 16-bit logits are bf16, as vLLM's are in the model's dtype.
+struct bf16_logit {
+    unsigned short bits;
+};
+
+// unpack8_bf turns a 16-byte load of 8 bf16 into floats (exactly).
+__device__ __forceinline__ void unpack8_bf(uint4 u, float* f) {
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) f[2 * i] = __uint_as_float(w[i] << 16), f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+}
+
+template <>
+struct logit_row<bf16_logit> {
+    typedef uint2 quad_t;
+    const bf16_logit* x;
+    __device__ __forceinline__ float at(int i) const { return bf2f(x[i].bits); }
+    __device__ __forceinline__ uint2 quad(int j) const { return reinterpret_cast<const uint2*>(x)[j]; }
+    static __device__ __forceinline__ uint2 zero4() { return make_uint2(0u, 0u); }
+    static __device__ __forceinline__ void unpack4(uint2 v, float* e) {
+        e[0] = __uint_as_float(v.x << 16), e[1] = __uint_as_float(v.x & 0xffff0000u);
+        e[2] = __uint_as_float(v.y << 16), e[3] = __uint_as_float(v.y & 0xffff0000u);
+    }
+    __device__ __forceinline__ void oct(int t, float* e) const { unpack8_bf(reinterpret_cast<const uint4*>(x)[t], e); }
 };
 
 // scan_row calls f(i, x.at(i)) for this thread's ids but skip (-1: none), in
@@ -222,6 +250,52 @@ __device__ __forceinline__ void scan_row_reaching(const half_t* x, int V, uint32
     }
     for (int i = 8 * n8 + threadIdx.x; i < V; i += SAMPLE_THREADS) f(i, h2f(x[i]));
 }
+
+// scan_row_reaching_bf is scan_row_reaching for a bf16 row: a group's 8
+// logits widen to floats exactly, so their largest is compared with th
+// itself (a NaN drops out of fmaxf and never reaches).
+template <typename F>
+__device__ __forceinline__ void scan_row_reaching_bf(const bf16_logit* x, int V, float th, F f) {
+    const int n8 = V / 8;
+    const uint4* p = reinterpret_cast<const uint4*>(x);
+    for (int b = threadIdx.x; b < n8; b += 4 * SAMPLE_THREADS) {
+        uint4 v[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const int j = b + u * SAMPLE_THREADS;
+            v[u] = j < n8 ? p[j] : make_uint4(0u, 0u, 0u, 0u);
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const int j = b + u * SAMPLE_THREADS;
+            if (j >= n8) continue;
+            float e[8];
+            unpack8_bf(v[u], e);
+            const float m = fmaxf(fmaxf(fmaxf(e[0], e[1]), fmaxf(e[2], e[3])), fmaxf(fmaxf(e[4], e[5]), fmaxf(e[6], e[7])));
+            if (m >= th) {
+#pragma unroll
+                for (int c = 0; c < 8; c++) f(8 * j + c, e[c]);
+            }
+        }
+    }
+    for (int i = 8 * n8 + threadIdx.x; i < V; i += SAMPLE_THREADS) f(i, bf2f(x[i].bits));
+}
+
+// scan_reaching picks the 16-bit rows' packed second pass: f sees at least
+// every id whose logit reaches the bound th (fp32 rows have none: never
+// called for them).
+template <typename F>
+__device__ __forceinline__ void scan_reaching(const logit_row<half_t>& x, int V, float th, F f) {
+    half_t h;  // th rounded down to fp16 (-inf below its range): no id reaching th is skipped
+    asm("cvt.rm.f16.f32 %0, %1;" : "=h"(h) : "f"(th));
+    scan_row_reaching(x.x, V, (uint32_t)h | ((uint32_t)h << 16), f);
+}
+template <typename F>
+__device__ __forceinline__ void scan_reaching(const logit_row<bf16_logit>& x, int V, float th, F f) {
+    scan_row_reaching_bf(x.x, V, th, f);
+}
+template <typename F>
+__device__ __forceinline__ void scan_reaching(const logit_row<float>&, int, float, F) {}
 
 // block_scan returns the sum of v over lower threads and sets *total to the
 // block sum; slots is NWARPS values of shared scratch (icount or dsum). One
@@ -602,7 +676,7 @@ __device__ __forceinline__ int draw_all(Scratch& sm, const logit_row<E>& x, int 
 // memory, so no copy to the host follows the sampler: the sampled id and,
 // when want_lp[r], its log-softmax at temperature 1 over the raw logits (else
 // 0). out_tok (M): the ids again, on the device, for the next step's tokens.
-// logits (M, ld) of E (float or half_t, logit_row), V valid columns.
+// logits (M, ld) of E (float, half_t or bf16_logit: logit_row), V valid columns.
 // tile_keys (M, ld / 8) or null: each 8-column tile's largest float_key, as
 // lmhead.cu writes them beside fp32 logits.
 template <typename E>
@@ -715,22 +789,14 @@ __device__ __forceinline__ void sample_rows_impl(int* out_tok, const E* logits, 
         if (use_k && K <= COMPACT_MAX) {
             const uint32_t tau = kth_bound(sm, my_key, K);
             // The ids reaching tau: in tiled rows only the tiles whose
-            // maximum reaches it (about K of them) are read; fp16 rows are
-            // tested 8 ids at a time against th, the bound rounded down to
-            // fp16 (-inf below its range), so that no id reaching the bound
-            // is skipped. A bound at or below -inf's key takes every id, NaN
-            // too: the plain scan.
+            // maximum reaches it (about K of them) are read; 16-bit rows are
+            // tested 8 ids at a time (scan_reaching). A bound at or below
+            // -inf's key takes every id, NaN too: the plain scan.
             const bool filter = sizeof(E) == 2 && ld % 8 == 0 && vec4 && tau > float_key(NEG_INF);
-            uint32_t th2 = 0;
-            if (filter) {
-                half_t th;
-                asm("cvt.rm.f16.f32 %0, %1;" : "=h"(th) : "f"(key_float(tau)));
-                th2 = (uint32_t)th | ((uint32_t)th << 16);
-            }
             auto scan = [&](auto f) {
                 if (!tiled) {
                     if (filter)
-                        scan_row_reaching(reinterpret_cast<const half_t*>(x.x), V, th2, f);
+                        scan_reaching(x, V, key_float(tau), f);
                     else
                         scan_row(x, V, vec4, f);
                     return;
