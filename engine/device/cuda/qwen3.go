@@ -579,20 +579,23 @@ func q3SwiGLUGrid(n, i int) (x, y int) {
 const maxGridY = 65535
 
 // sample: the device's sampling rules (sample.cuh) over logits of up to
-// 262,144 ids, fp32 or bf16 (logitsType).
+// 262,144 ids, fp32 or bf16 (logitsType). Over bf16 logits the greedy rows
+// recompute their near-maximal logits in fp32 from the LM head's operands
+// (dot_refine), so that bf16 rounding never decides a greedy token.
 func (s *rotaryStep) sample() {
 	if s.err != nil {
 		return
 	}
 	d, a, p, lay := s.d, &s.d.act, s.p, &s.p.lay
 	k := s.q.k.sample
+	args := []uint64{argPtr(a.outTok), argPtr(a.logits), argInt(d.vocabPadded), argInt(d.cfg.VocabSize),
+		argPtr(p.in(lay.temp)), argPtr(p.in(lay.topK)), argPtr(p.in(lay.topP)), argPtr(p.in(lay.seedLo)), argPtr(p.in(lay.seedHi)),
+		argPtr(p.in(lay.index)), argPtr(p.in(lay.banned)), argPtr(p.in(lay.wantLP)), argPtr(0), argPtr(p.in(lay.hostOut))}
 	if s.q.logitsType(s.M) == dataR16BF {
 		k = s.q.k.sampleBF
+		args = append(args, argPtr(s.q.act.lnf), argPtr(s.q.w.wte), argInt(d.cfg.Channels))
 	}
-	s.end("sample", d.g.launch(k, s.M, 1, 1, 1024, sampleLargeSmem,
-		argPtr(a.outTok), argPtr(a.logits), argInt(d.vocabPadded), argInt(d.cfg.VocabSize),
-		argPtr(p.in(lay.temp)), argPtr(p.in(lay.topK)), argPtr(p.in(lay.topP)), argPtr(p.in(lay.seedLo)), argPtr(p.in(lay.seedHi)),
-		argPtr(p.in(lay.index)), argPtr(p.in(lay.banned)), argPtr(p.in(lay.wantLP)), argPtr(0), argPtr(p.in(lay.hostOut))))
+	s.end("sample", d.g.launch(k, s.M, 1, 1, 1024, sampleLargeSmem, args...))
 }
 
 // prewarmRotaryGEMMs plans (and tunes) the block's GEMMs at every row

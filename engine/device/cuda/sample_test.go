@@ -53,6 +53,17 @@ func roundLogits(x []float32, in logitsIn) []float32 {
 // keys as lmhead.cu defines them, computed here on the host (hostTileKeys).
 func sampleRowsGPU(t *testing.T, g *gpu, logits []float32, ld, V int, ps []sample.Params, index []int, banned []int32, wantLP bool, in logitsIn) ([]int32, []float32) {
 	t.Helper()
+	var refine []uint64
+	if in == logitsBF16Large {
+		refine = []uint64{argPtr(0), argPtr(0), argInt(0)} // no greedy refinement: the argmax as read
+	}
+	return sampleRowsWith(t, g, logits, ld, V, ps, index, banned, wantLP, in, refine)
+}
+
+// sampleRowsWith is sampleRowsGPU with extra trailing kernel arguments
+// (sample_rows_large_bf's h, w and C).
+func sampleRowsWith(t *testing.T, g *gpu, logits []float32, ld, V int, ps []sample.Params, index []int, banned []int32, wantLP bool, in logitsIn, extra []uint64) ([]int32, []float32) {
+	t.Helper()
 	M := len(ps)
 	temp, topP := make([]float32, M), make([]float32, M)
 	topK, seedLo, seedHi, idx, want := make([]int32, M), make([]uint32, M), make([]uint32, M), make([]int32, M), make([]int32, M)
@@ -97,10 +108,12 @@ func sampleRowsGPU(t *testing.T, g *gpu, logits []float32, ld, V int, ps []sampl
 		}
 		keys = upload(t, g, hostTileKeys(logits, nrows, n))
 	}
-	if err := g.launch(kernel, M, 1, 1, 1024, smem, argPtr(outTok), argPtr(rows),
+	args := []uint64{argPtr(outTok), argPtr(rows),
 		argInt(ld), argInt(V), argPtr(upload(t, g, temp)), argPtr(upload(t, g, topK)), argPtr(upload(t, g, topP)),
 		argPtr(upload(t, g, seedLo)), argPtr(upload(t, g, seedHi)), argPtr(upload(t, g, idx)), argPtr(upload(t, g, banned)),
-		argPtr(upload(t, g, want)), argPtr(keys), argPtr(upload(t, g, []uint64{uint64(hostOut)}))); err != nil {
+		argPtr(upload(t, g, want)), argPtr(keys), argPtr(upload(t, g, []uint64{uint64(hostOut)}))}
+	args = append(args, extra...)
+	if err := g.launch(kernel, M, 1, 1, 1024, smem, args...); err != nil {
 		t.Fatal(err)
 	}
 	devTok := download[int32](t, g, outTok, M) // synchronises: the pairs are in
@@ -206,6 +219,98 @@ func TestSamplerMatchesCPU(t *testing.T) {
 			t.Logf("V=%d padded=%v %v: %d of %d rows differ", V, tc.padded, tc.in, mismatches, M)
 		}
 	}
+}
+
+// TestSamplerGreedyRefine: greedy rows over bf16 logits take the fp32
+// argmax of the LM head's operands (dot_refine), not the bf16 one. Each row
+// r gets a crafted pair of ids, 2r and 2r + 1, at the top of its logits and
+// 0.002-0.03 apart (a bf16 unit at their magnitude is 0.0625), so that
+// rounding to bf16 ties or swaps them; the sampler must return the id the
+// float64 dot products rank first. The same rows without the operands (h
+// null) return the bf16 argmax, which must differ somewhere, or the test
+// could not tell refinement from none.
+func TestSamplerGreedyRefine(t *testing.T) {
+	g := testGPU(t)
+	r := rand.New(rand.NewPCG(61, 62))
+	const M, C, V = 64, 256, 20000
+	h := make([]float32, M*C)
+	for i, v := range randn(r, M*C, 1) {
+		h[i] = bf16Round(v)
+	}
+	w := make([]float32, V*C)
+	for i, v := range randn(r, V*C, 0.05) {
+		w[i] = bf16Round(v)
+	}
+	for row := 0; row < M; row++ {
+		hr := h[row*C : (row+1)*C]
+		norm2, k := 0.0, 0
+		for j, v := range hr {
+			norm2 += float64(v) * float64(v)
+			if math.Abs(float64(v)) > math.Abs(float64(hr[k])) {
+				k = j
+			}
+		}
+		a, b := w[2*row*C:(2*row+1)*C], w[(2*row+1)*C:(2*row+2)*C]
+		for j := range a { // logit about 10 for this row, well above the others
+			a[j] = bf16Round(float32(10 / norm2 * float64(hr[j])))
+		}
+		copy(b, a)
+		delta := (0.002 + 0.028*r.Float64()) * float64([]int{1, -1}[row%2])
+		b[k] = bf16Round(a[k] + float32(delta/float64(hr[k])))
+	}
+	exact := make([]float64, M*V)
+	logits := make([]float32, M*V)
+	for row := 0; row < M; row++ {
+		for id := 0; id < V; id++ {
+			s := 0.0
+			for j := 0; j < C; j++ {
+				s += float64(h[row*C+j]) * float64(w[id*C+j])
+			}
+			exact[row*V+id], logits[row*V+id] = s, bf16Round(float32(s))
+		}
+	}
+	ps, index, banned := make([]sample.Params, M), make([]int, M), make([]int32, M)
+	for i := range ps {
+		ps[i], banned[i] = sample.Params{Temperature: 0, TopK: []int{0, 1}[i%2], TopP: 1, Seed: uint64(i)}, -1
+		if i%2 == 1 {
+			ps[i].Temperature = 0.8 // top_k 1 is greedy too
+		}
+	}
+	refined, _ := sampleRowsRefined(t, g, logits, V, ps, index, banned, upload(t, g, toBF16(h)), upload(t, g, toBF16(w)), C)
+	plain, _ := sampleRowsGPU(t, g, logits, V, V, ps, index, banned, false, logitsBF16Large)
+	differ := 0
+	for row := 0; row < M; row++ {
+		best := 0
+		for id, v := range exact[row*V : (row+1)*V] {
+			if v > exact[row*V+best] {
+				best = id
+			}
+		}
+		if best != 2*row && best != 2*row+1 {
+			t.Fatalf("row %d: the crafted pair is not the top (argmax %d)", row, best)
+		}
+		if int(refined[row]) != best {
+			t.Errorf("row %d: refined greedy token %d, the float64 argmax %d (logits %.5f, %.5f)", row, refined[row], best,
+				exact[row*V+2*row], exact[row*V+2*row+1])
+		}
+		if want := argmaxF32(logits[row*V : (row+1)*V]); plain[row] != want {
+			t.Errorf("row %d: unrefined greedy token %d, the bf16 argmax %d", row, plain[row], want)
+		}
+		if plain[row] != refined[row] {
+			differ++
+		}
+	}
+	t.Logf("%d of %d rows: the bf16 argmax is not the fp32 one", differ, M)
+	if differ == 0 {
+		t.Error("no row's bf16 argmax differs from its fp32 one: the test does not exercise the refinement")
+	}
+}
+
+// sampleRowsRefined runs sample_rows_large_bf over bf16-exact logits (M, V)
+// with the LM head's operands h (M, C) and w (V, C) on the device.
+func sampleRowsRefined(t *testing.T, g *gpu, logits []float32, V int, ps []sample.Params, index []int, banned []int32, h, w devPtr, C int) ([]int32, []float32) {
+	t.Helper()
+	return sampleRowsWith(t, g, logits, V, V, ps, index, banned, false, logitsBF16Large, []uint64{argPtr(h), argPtr(w), argInt(C)})
 }
 
 // TestSamplerDistribution draws 40,000 tokens from one row with top-k and

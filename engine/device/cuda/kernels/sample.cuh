@@ -672,6 +672,74 @@ __device__ __forceinline__ int draw_all(Scratch& sm, const logit_row<E>& x, int 
     return token;
 }
 
+// Greedy rows over bf16 logits. Rounding a logit to bf16 moves it by up to
+// half a unit in its last place (0.016 at 4.0), and the two best of 151,936
+// logits are often closer than that: the bf16 argmax would then differ
+// from the fp32 one. dot_refine gives the sampler the LM head's operands
+// (the row's final-norm activations h and the tied embedding w, bf16, C
+// columns), so that a greedy row recomputes in fp32 the logit of every id
+// within two units of the bf16 maximum (all that can hold the fp32
+// maximum) and takes the largest, ties to the lower id. no_refine (fp32 and
+// fp16 rows, or h null) keeps the argmax as read.
+struct no_refine {
+    __device__ __forceinline__ bool on() const { return false; }
+    __device__ __forceinline__ float dot(int, int, int) const { return 0.f; }
+};
+struct dot_refine {
+    const bf16_t* h;
+    const bf16_t* w;
+    int C;
+    __device__ __forceinline__ bool on() const { return h != nullptr; }
+    // dot is row r's logit of id in fp32, summed by the calling warp.
+    __device__ __forceinline__ float dot(int r, int id, int lane) const {
+        const bf16_t* a = h + (size_t)r * C;
+        const bf16_t* b = w + (size_t)id * C;
+        float s = 0.f;
+        for (int k = lane; k < C; k += 32) s = fmaf(bf2f(a[k]), bf2f(b[k]), s);
+        return warp_sum(s);
+    }
+};
+
+// refine_greedy returns (in thread 0) the id of the largest fp32 logit
+// among the ids whose row value reaches m - 2 ulp(m), m the largest one
+// read, or -1 where there is nothing to refine (m not finite, or more than
+// COMPACT_MAX ids reach it: massive ties keep the argmax as read). Every
+// thread calls it.
+template <typename E, typename R>
+__device__ int refine_greedy(Scratch& sm, const logit_row<E>& x, int V, bool vec4, int banned, float m, const R& refine, int r) {
+    if (!(fabsf(m) <= 3.4e38f)) return -1;  // -inf (no candidate), +inf or NaN: the argmax stands
+    const float ulp = fmaxf(__uint_as_float(__float_as_uint(fabsf(m)) & 0x7f800000u) * 0x1p-7f, 0x1p-126f);
+    const float th = m - 2.f * ulp;
+    if (threadIdx.x == 0) sm.ncand = 0;
+    __syncthreads();
+    scan_row(x, V, vec4, [&](int i, float v) {
+        if (v >= th) {
+            const int p = atomicAdd(&sm.ncand, 1);
+            if (p < COMPACT_MAX) sm.cid[p] = i;
+        }
+    }, banned);
+    __syncthreads();
+    const int n = sm.ncand;
+    if (n > COMPACT_MAX) return -1;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int j = warp; j < n; j += NWARPS) {
+        const float d = refine.dot(r, sm.cid[j], lane);
+        if (lane == 0) sm.cl[j] = d;
+    }
+    __syncthreads();
+    int best = -1;
+    if (threadIdx.x == 0) {
+        float bv = NEG_INF;
+        for (int j = 0; j < n; j++) {
+            const float v = finite_or_neginf(sm.cl[j]);
+            const int id = sm.cid[j];
+            if (best < 0 || v > bv || (v == bv && id < best)) bv = v, best = id;
+        }
+    }
+    __syncthreads();
+    return best;
+}
+
 // host_out: the address of (M) (id, logprob) pairs, the step's mapped host
 // memory, so no copy to the host follows the sampler: the sampled id and,
 // when want_lp[r], its log-softmax at temperature 1 over the raw logits (else
@@ -679,12 +747,12 @@ __device__ __forceinline__ int draw_all(Scratch& sm, const logit_row<E>& x, int 
 // logits (M, ld) of E (float, half_t or bf16_logit: logit_row), V valid columns.
 // tile_keys (M, ld / 8) or null: each 8-column tile's largest float_key, as
 // lmhead.cu writes them beside fp32 logits.
-template <typename E>
+template <typename E, typename R>
 __device__ __forceinline__ void sample_rows_impl(int* out_tok, const E* logits, int ld, int V, const float* temperature,
                                                  const int* top_k, const float* top_p, const uint32_t* seed_lo,
                                                  const uint32_t* seed_hi, const int* index, const int* banned_in,
                                                  const int* want_lp, const uint32_t* tile_keys,
-                                                 const unsigned long long* host_out) {
+                                                 const unsigned long long* host_out, const R& refine) {
     grid_dep_launch();
     grid_dep_wait();
 #ifdef SAMPLE_DYNAMIC_SMEM
@@ -998,6 +1066,7 @@ __device__ __forceinline__ void sample_rows_impl(int* out_tok, const E* logits, 
         }
     }
 
+    if (greedy && refine.on()) token = refine_greedy(sm, x, V, vec4, banned, max_logit, refine, r);
     if (threadIdx.x == 0 && token < 0) {  // rule 1, or the fallback: the argmax
         token = NO_ID;
         if (best_pack != 0ull) {
@@ -1037,6 +1106,19 @@ __device__ __forceinline__ void sample_rows_impl(int* out_tok, const E* logits, 
              const float* top_p, const uint32_t* seed_lo, const uint32_t* seed_hi, const int* index,                 \
              const int* banned_in, const int* want_lp, const uint32_t* tile_keys, const unsigned long long* host_out) { \
         sample_rows_impl(out_tok, logits, ld, V, temperature, top_k, top_p, seed_lo, seed_hi, index, banned_in,     \
-                         want_lp, tile_keys, host_out);                                                              \
+                         want_lp, tile_keys, host_out, no_refine{});                                                 \
+    }
+
+// SAMPLE_ROWS_KERNEL_BF defines the sampler over bf16 logits, whose greedy
+// rows recompute their near-maximal logits in fp32 from h (M, C) and w
+// (the LM head's rows, C columns): dot_refine. h null turns that off.
+#define SAMPLE_ROWS_KERNEL_BF(name)                                                                                  \
+    extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS)                                                     \
+        name(int* out_tok, const bf16_logit* logits, int ld, int V, const float* temperature, const int* top_k,      \
+             const float* top_p, const uint32_t* seed_lo, const uint32_t* seed_hi, const int* index,                 \
+             const int* banned_in, const int* want_lp, const uint32_t* tile_keys, const unsigned long long* host_out, \
+             const bf16_t* h, const bf16_t* w, int C) {                                                              \
+        sample_rows_impl(out_tok, logits, ld, V, temperature, top_k, top_p, seed_lo, seed_hi, index, banned_in,     \
+                         want_lp, tile_keys, host_out, dot_refine{h, w, C});                                         \
     }
 

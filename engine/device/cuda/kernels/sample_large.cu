@@ -12,5 +12,6 @@ static_assert(sizeof(Scratch) <= SAMPLE_DYNAMIC_SMEM, "Scratch outgrew the dynam
 
 // logits (M, ld) fp32; tile_keys must be null.
 SAMPLE_ROWS_KERNEL(sample_rows_large, float)
-// logits (M, ld) bf16 (cuBLASLt's LM head in a bf16 model); tile_keys must be null.
-SAMPLE_ROWS_KERNEL(sample_rows_large_bf, bf16_logit)
+// logits (M, ld) bf16 (cuBLASLt's LM head in a bf16 model); tile_keys must
+// be null; h, w, C: the LM head's operands for greedy rows (dot_refine).
+SAMPLE_ROWS_KERNEL_BF(sample_rows_large_bf)
