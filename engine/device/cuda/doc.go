@@ -60,7 +60,7 @@
 //     sm_90a and NVRTC before 12 (the fp32 mode has q3f_attn_prefill).
 //   - The rotary block's q/k norm and rotation as their own kernel
 //     (q3_qk_rope_kv) before the attention: steps with prompt chunks, and
-//     decode-only steps of more than 32 rows, where it is faster than the
+//     decode-only steps of more than 64 rows, where it is faster than the
 //     attention doing it (q3_attn_rows_rope).
 //   - The decode-row attention without the keys and values it reads first
 //     asked for ahead (q3_kv_prefetch on a side stream, kvprefetch.go):

@@ -533,8 +533,13 @@ func (d *Device) rotarySplits(nDecode int) int {
 // 1.402 to 1.360, was even at 32, and at every size (ropefoldrows=256) batch
 // 64 1.980 against 2.004-2.006, batch 128 2.826 against 2.790-2.811 and
 // batch 256 4.780 against 4.725-4.742: where the attention is most of the
-// step, its blocks' extra start costs more than the launch it saves.
-const ropeFoldMaxRows = 32
+// step, its blocks' extra start costs more than the launch it saves. With
+// the KV prefetch (kvprefetch.go), two rounds against 32 in one binary:
+// batch 48 1.706-1.715 ms against 1.728-1.734, 64 1.882-1.888 against
+// 1.899-1.906; 80, 96 and 128 folded (ropefoldrows=128) within noise
+// (2.078-2.099 against 2.121-2.133, 2.280-2.291 against 2.261-2.276,
+// 2.670-2.682 against 2.661-2.733).
+const ropeFoldMaxRows = 64
 
 // foldsRope reports whether p's rotary step does the q/k norm and rotation
 // in its attention: every row is one sequence's one token, at most
