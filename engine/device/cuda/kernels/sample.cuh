@@ -122,6 +122,7 @@ struct logit_row<half_t> {
         for (int c = 0; c < 4; c++) e[c] = h2f(h[c]);
     }
     __device__ __forceinline__ void oct(int t, float* e) const { unpack8(reinterpret_cast<const uint4*>(x)[t], e); }
+    static __device__ __forceinline__ void unpack_oct(uint4 v, float* e) { unpack8(v, e); }
 };
 
 // bf16_logit is a bf16 logit: a struct, so that logit_row tells it from
@@ -150,6 +151,7 @@ struct logit_row<bf16_logit> {
         e[2] = __uint_as_float(v.y << 16), e[3] = __uint_as_float(v.y & 0xffff0000u);
     }
     __device__ __forceinline__ void oct(int t, float* e) const { unpack8_bf(reinterpret_cast<const uint4*>(x)[t], e); }
+    static __device__ __forceinline__ void unpack_oct(uint4 v, float* e) { unpack8_bf(v, e); }
 };
 
 // scan_row calls f(i, x.at(i)) for this thread's ids but skip (-1: none), in
@@ -219,17 +221,18 @@ __device__ __forceinline__ bool oct_reaches(uint4 v, uint32_t th2) {
 #endif
 }
 
-// scan_row_reaching calls f(i, x[i]) for this thread's ids of an fp16 row
-// (16-byte aligned, V ids) in every group of 8 consecutive ids that holds a
-// logit >= th, ascending; th2 is th in both halves. With th at or below the
-// top-k bound, f sees every id that reaches the bound and makes the exact
-// test itself. One packed test per 8 ids instead of a compare and a branch
-// per id: the second pass over the row cost more than the first (6.6 us
-// against 4.8 at batch 128 on the H100, docs/cuda.md).
-template <typename F>
-__device__ __forceinline__ void scan_row_reaching(const half_t* x, int V, uint32_t th2, F f) {
+// scan_row_reaching calls f(i, x[i]) for this thread's ids of a 16-bit row
+// (16-byte aligned, V ids) in every group of 8 consecutive ids that
+// reaches(group) passes, ascending. With a test that passes every group
+// holding a logit at or above the top-k bound, f sees every id that reaches
+// it and makes the exact test itself. One packed test per 8 ids instead of
+// a compare and a branch per id: the second pass over the row cost more
+// than the first (6.6 us against 4.8 at batch 128 on the H100,
+// docs/cuda.md).
+template <typename E, typename R, typename F>
+__device__ __forceinline__ void scan_row_reaching(const logit_row<E>& x, int V, R reaches, F f) {
     const int n8 = V / 8;
-    const uint4* p = reinterpret_cast<const uint4*>(x);
+    const uint4* p = reinterpret_cast<const uint4*>(x.x);
     for (int b = threadIdx.x; b < n8; b += 4 * SAMPLE_THREADS) {
         uint4 v[4];
 #pragma unroll
@@ -240,59 +243,36 @@ __device__ __forceinline__ void scan_row_reaching(const half_t* x, int V, uint32
 #pragma unroll
         for (int u = 0; u < 4; u++) {
             const int j = b + u * SAMPLE_THREADS;
-            if (j < n8 && oct_reaches(v[u], th2)) {
+            if (j < n8 && reaches(v[u])) {
                 float e[8];
-                unpack8(v[u], e);
+                logit_row<E>::unpack_oct(v[u], e);
 #pragma unroll
                 for (int c = 0; c < 8; c++) f(8 * j + c, e[c]);
             }
         }
     }
-    for (int i = 8 * n8 + threadIdx.x; i < V; i += SAMPLE_THREADS) f(i, h2f(x[i]));
+    for (int i = 8 * n8 + threadIdx.x; i < V; i += SAMPLE_THREADS) f(i, x.at(i));
 }
 
-// scan_row_reaching_bf is scan_row_reaching for a bf16 row: a group's 8
-// logits widen to floats exactly, so their largest is compared with th
-// itself (a NaN drops out of fmaxf and never reaches).
-template <typename F>
-__device__ __forceinline__ void scan_row_reaching_bf(const bf16_logit* x, int V, float th, F f) {
-    const int n8 = V / 8;
-    const uint4* p = reinterpret_cast<const uint4*>(x);
-    for (int b = threadIdx.x; b < n8; b += 4 * SAMPLE_THREADS) {
-        uint4 v[4];
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-            const int j = b + u * SAMPLE_THREADS;
-            v[u] = j < n8 ? p[j] : make_uint4(0u, 0u, 0u, 0u);
-        }
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-            const int j = b + u * SAMPLE_THREADS;
-            if (j >= n8) continue;
-            float e[8];
-            unpack8_bf(v[u], e);
-            const float m = fmaxf(fmaxf(fmaxf(e[0], e[1]), fmaxf(e[2], e[3])), fmaxf(fmaxf(e[4], e[5]), fmaxf(e[6], e[7])));
-            if (m >= th) {
-#pragma unroll
-                for (int c = 0; c < 8; c++) f(8 * j + c, e[c]);
-            }
-        }
-    }
-    for (int i = 8 * n8 + threadIdx.x; i < V; i += SAMPLE_THREADS) f(i, bf2f(x[i].bits));
-}
-
-// scan_reaching picks the 16-bit rows' packed second pass: f sees at least
-// every id whose logit reaches the bound th (fp32 rows have none: never
-// called for them).
+// scan_reaching is the 16-bit rows' packed second pass: f sees at least
+// every id whose logit reaches th (fp32 rows have none: never called for
+// them). An fp16 group is tested against th rounded down to fp16 (-inf below
+// its range) by packed maxima (oct_reaches); a bf16 group widens to floats
+// exactly and its largest is compared with th itself. NaN never reaches.
 template <typename F>
 __device__ __forceinline__ void scan_reaching(const logit_row<half_t>& x, int V, float th, F f) {
-    half_t h;  // th rounded down to fp16 (-inf below its range): no id reaching th is skipped
+    half_t h;
     asm("cvt.rm.f16.f32 %0, %1;" : "=h"(h) : "f"(th));
-    scan_row_reaching(x.x, V, (uint32_t)h | ((uint32_t)h << 16), f);
+    const uint32_t th2 = (uint32_t)h | ((uint32_t)h << 16);
+    scan_row_reaching(x, V, [&](uint4 v) { return oct_reaches(v, th2); }, f);
 }
 template <typename F>
 __device__ __forceinline__ void scan_reaching(const logit_row<bf16_logit>& x, int V, float th, F f) {
-    scan_row_reaching_bf(x.x, V, th, f);
+    scan_row_reaching(x, V, [&](uint4 v) {
+        float e[8];
+        unpack8_bf(v, e);
+        return fmaxf(fmaxf(fmaxf(e[0], e[1]), fmaxf(e[2], e[3])), fmaxf(fmaxf(e[4], e[5]), fmaxf(e[6], e[7]))) >= th;
+    }, f);
 }
 template <typename F>
 __device__ __forceinline__ void scan_reaching(const logit_row<float>&, int, float, F) {}
