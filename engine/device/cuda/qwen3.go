@@ -89,7 +89,7 @@ type rotaryLayer struct {
 }
 
 // rotaryActs are the block's buffers beside Device.act's residual (fp32),
-// logits (fp32) and outTok.
+// logits (fp32, or bf16: logitsType) and outTok.
 type rotaryActs struct {
 	norm   devPtr // (N, C) bf16
 	qkv    devPtr // (N, (NH + 2 NKV) HD) bf16
