@@ -47,7 +47,7 @@ type rotaryState struct {
 // is 608 KB: at 128 rows the LM head writes 78 MB that the sampler reads
 // twice, and bf16 halves both (vLLM's logits are in the model's dtype too).
 func (q *rotaryState) logitsType(M int) int {
-	if q.f32 || q.fp32Logits || (q.gemvOK && M <= maxGemvRows) {
+	if q.f32 || q.fp32Logits || q.useGemv(M) {
 		return dataR32F
 	}
 	return dataR16BF
@@ -608,7 +608,7 @@ func (s *rotaryStep) sample() {
 func (d *Device) prewarmRotaryGEMMs() error {
 	q, g, C := d.q3, d.g, d.cfg.Channels
 	w := &q.w.layers[0]
-	cublas := func(n int) bool { return !q.gemvOK || n > maxGemvRows } // smaller steps run q3_gemv.cu
+	cublas := func(n int) bool { return !q.useGemv(n) } // smaller steps run q3_gemv.cu
 	// Steps q3_wg.cu takes whole need no plan (their LM head, of fewer rows,
 	// may); above rotaryWGOneSliceRows rows they need q|k|v's and gate|up's.
 	layers := func(n int) bool { return cublas(n) && (!q.wg.ok || n > d.rotaryOneSliceRows()) }

@@ -49,11 +49,13 @@ func rotaryGemvOK(C, attWidth, I int) bool {
 	return C%128 == 0 && C <= gemvMaxChannels && attWidth%32 == 0 && I%32 == 0
 }
 
-// useGemv reports whether a step of n token rows runs its projections
-// through q3_gemv.cu.
-func (s *rotaryStep) useGemv(n int) bool {
-	return s.q.gemvOK && n > 0 && n <= maxGemvRows
+// useGemv reports whether a step of n token rows (or an LM head of n
+// sampled rows) runs through q3_gemv.cu.
+func (q *rotaryState) useGemv(n int) bool {
+	return q.gemvOK && n > 0 && n <= maxGemvRows
 }
+
+func (s *rotaryStep) useGemv(n int) bool { return s.q.useGemv(n) }
 
 // gemv launches q3_gemv kernel input over rows x oc: out (row stride ldo,
 // counted in outputs of oc columns even for gemvSwiGLU) in mode's epilogue.

@@ -233,14 +233,7 @@ func TestSamplerGreedyRefine(t *testing.T) {
 	g := testGPU(t)
 	r := rand.New(rand.NewPCG(61, 62))
 	const M, C, V = 64, 256, 20000
-	h := make([]float32, M*C)
-	for i, v := range randn(r, M*C, 1) {
-		h[i] = bf16Round(v)
-	}
-	w := make([]float32, V*C)
-	for i, v := range randn(r, V*C, 0.05) {
-		w[i] = bf16Round(v)
-	}
+	h, w := roundBF16(randn(r, M*C, 1)), roundBF16(randn(r, V*C, 0.05))
 	for row := 0; row < M; row++ {
 		hr := h[row*C : (row+1)*C]
 		norm2, k := 0.0, 0

@@ -90,6 +90,16 @@ __device__ __forceinline__ void unpack8(uint4 u, float* f) {
     for (int i = 0; i < 8; i++) f[i] = h2f(h[i]);
 }
 
+// unpack_bf8 turns a 16-byte load of 8 bf16 into floats (exactly).
+__device__ __forceinline__ void unpack_bf8(uint4 u, float* f) {
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        f[2 * i] = __uint_as_float(w[i] << 16);
+        f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

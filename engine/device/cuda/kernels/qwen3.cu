@@ -8,16 +8,6 @@
 #include "mma.cuh"  // mma16816_bf, cp16, ldsm4, smem_u32
 #include "fa_tile.cuh"
 
-// unpack_bf8 turns a 16-byte load of 8 bf16 into floats.
-__device__ __forceinline__ void unpack_bf8(uint4 u, float* f) {
-    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        f[2 * i] = __uint_as_float(w[i] << 16);
-        f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-    }
-}
-
 // Paged KV cache, one layer: k and v each [num_blocks][NKV][B][HD] bf16
 // (kv_offset in common.cuh with NKV heads).
 

@@ -132,13 +132,6 @@ struct bf16_logit {
     unsigned short bits;
 };
 
-// unpack8_bf turns a 16-byte load of 8 bf16 into floats (exactly).
-__device__ __forceinline__ void unpack8_bf(uint4 u, float* f) {
-    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int i = 0; i < 4; i++) f[2 * i] = __uint_as_float(w[i] << 16), f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-}
-
 template <>
 struct logit_row<bf16_logit> {
     typedef uint2 quad_t;
@@ -150,8 +143,8 @@ struct logit_row<bf16_logit> {
         e[0] = __uint_as_float(v.x << 16), e[1] = __uint_as_float(v.x & 0xffff0000u);
         e[2] = __uint_as_float(v.y << 16), e[3] = __uint_as_float(v.y & 0xffff0000u);
     }
-    __device__ __forceinline__ void oct(int t, float* e) const { unpack8_bf(reinterpret_cast<const uint4*>(x)[t], e); }
-    static __device__ __forceinline__ void unpack_oct(uint4 v, float* e) { unpack8_bf(v, e); }
+    __device__ __forceinline__ void oct(int t, float* e) const { unpack_bf8(reinterpret_cast<const uint4*>(x)[t], e); }
+    static __device__ __forceinline__ void unpack_oct(uint4 v, float* e) { unpack_bf8(v, e); }
 };
 
 // scan_row calls f(i, x.at(i)) for this thread's ids but skip (-1: none), in
@@ -270,7 +263,7 @@ template <typename F>
 __device__ __forceinline__ void scan_reaching(const logit_row<bf16_logit>& x, int V, float th, F f) {
     scan_row_reaching(x, V, [&](uint4 v) {
         float e[8];
-        unpack8_bf(v, e);
+        unpack_bf8(v, e);
         return fmaxf(fmaxf(fmaxf(e[0], e[1]), fmaxf(e[2], e[3])), fmaxf(fmaxf(e[4], e[5]), fmaxf(e[6], e[7]))) >= th;
     }, f);
 }
