@@ -31,55 +31,72 @@ __device__ __forceinline__ PrefillTile prefill_tile(const int* q_start, const in
     return t;
 }
 
-// fa_softmax_tile scales and masks the scores (keys past a row's position
-// qp0 / qp1 or past the tile's last key get -inf), raises the rows'
-// running maxima m0 / m1, rescales their sums l0 / l1 and the output
-// accumulators o (NO tiles of 8 dims) by the change, and leaves P in pa as
-// the A operand of O += P V (pa[kk]: keys 16kk .. 16kk + 15), packed by
-// pack (fp16 or bf16 pairs; a lambda, so it inlines). BASE2: scores are pre-scaled by log2(e) and
-// exponentiated with exp2f (q3_attn_prefill), else with __expf.
-template <int NO, bool BASE2, typename Pack>
+// ex2_ftz is 2^x on the special-function unit with subnormal results
+// flushed to zero: exp2f without --use_fast_math wraps the same instruction
+// in a rescale for subnormal results, three more instructions for
+// probabilities under 2^-126 that change no sum.
+__device__ __forceinline__ float ex2_ftz(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// fa_softmax_tile masks the scores (MASK: keys past a row's position qp0 /
+// qp1 or past the tile's last key get -inf; a tile wholly at or before
+// every row's position and the last key needs none), raises the rows'
+// running maxima m0 / m1 (in scaled units), rescales their sums l0 / l1 and
+// the output accumulators o (NO tiles of 8 dims) by the change, and leaves
+// P in pa as the A operand of O += P V (pa[kk]: keys 16kk .. 16kk + 15),
+// packed by pack (fp16 or bf16 pairs; a lambda, so it inlines). The scale
+// goes into the exponent's fused multiply-add: scale > 0, so the largest
+// scaled score is the largest score scaled. BASE2: the scale includes
+// log2(e) and the exponential is ex2_ftz (q3_attn_prefill), else __expf.
+template <int NO, bool BASE2, bool MASK = true, typename Pack>
 __device__ __forceinline__ void fa_softmax_tile(float (&sc)[8][4], float (&o)[NO][4], uint32_t (&pa)[4][4], float& m0, float& m1,
                                                 float& l0, float& l1, int k0, int qp0, int qp1, int last, float scale, Pack pack) {
     const int t4 = threadIdx.x % 32 & 3;
-    float mx0 = m0, mx1 = m1;
+    float mx0 = NEG_INF, mx1 = NEG_INF;
 #pragma unroll
     for (int nt = 0; nt < 8; nt++) {
 #pragma unroll
         for (int e = 0; e < 2; e++) {
-            const int j = k0 + nt * 8 + t4 * 2 + e;
-            float v0 = sc[nt][e] * scale, v1 = sc[nt][2 + e] * scale;
-            if (j > qp0 || j > last) v0 = NEG_INF;
-            if (j > qp1 || j > last) v1 = NEG_INF;
-            sc[nt][e] = v0;
-            sc[nt][2 + e] = v1;
-            mx0 = fmaxf(mx0, v0);
-            mx1 = fmaxf(mx1, v1);
+            if (MASK) {
+                const int j = k0 + nt * 8 + t4 * 2 + e;
+                if (j > qp0 || j > last) sc[nt][e] = NEG_INF;
+                if (j > qp1 || j > last) sc[nt][2 + e] = NEG_INF;
+            }
+            mx0 = fmaxf(mx0, sc[nt][e]);
+            mx1 = fmaxf(mx1, sc[nt][2 + e]);
         }
     }
     mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
     mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    auto ex = [](float x) { return BASE2 ? exp2f(x) : __expf(x); };
+    auto ex = [](float x) { return BASE2 ? ex2_ftz(x) : __expf(x); };
     // Key 0 is in the first tile and precedes every row, so the maxima are
-    // finite from the first tile on and m - mx is never -inf - -inf.
-    const float c0 = ex(m0 - mx0), c1 = ex(m1 - mx1);
-    m0 = mx0;
-    m1 = mx1;
+    // finite from the first tile on and m - n is never -inf - -inf.
+    const float n0 = fmaxf(m0, mx0 * scale), n1 = fmaxf(m1, mx1 * scale);
+    const float c0 = ex(m0 - n0), c1 = ex(m1 - n1);
+    m0 = n0;
+    m1 = n1;
     l0 *= c0;
     l1 *= c1;
+    // Past a row's first tiles its maximum seldom moves: the warp skips
+    // the rescale (c = 1) unless one of its rows' did.
+    if (__any_sync(0xffffffffu, c0 != 1.f || c1 != 1.f)) {
 #pragma unroll
-    for (int nt = 0; nt < NO; nt++) {
-        o[nt][0] *= c0;
-        o[nt][1] *= c0;
-        o[nt][2] *= c1;
-        o[nt][3] *= c1;
+        for (int nt = 0; nt < NO; nt++) {
+            o[nt][0] *= c0;
+            o[nt][1] *= c0;
+            o[nt][2] *= c1;
+            o[nt][3] *= c1;
+        }
     }
 #pragma unroll
     for (int nt = 0; nt < 8; nt++) {
-        const float p00 = ex(sc[nt][0] - m0), p01 = ex(sc[nt][1] - m0);
-        const float p10 = ex(sc[nt][2] - m1), p11 = ex(sc[nt][3] - m1);
+        const float p00 = ex(fmaf(sc[nt][0], scale, -n0)), p01 = ex(fmaf(sc[nt][1], scale, -n0));
+        const float p10 = ex(fmaf(sc[nt][2], scale, -n1)), p11 = ex(fmaf(sc[nt][3], scale, -n1));
         l0 += p00 + p01;
         l1 += p10 + p11;
         const int kk = nt / 2, hi = (nt % 2) * 2;

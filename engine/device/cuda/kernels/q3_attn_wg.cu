@@ -127,8 +127,12 @@ extern "C" __global__ void __launch_bounds__(128) q3_attn_prefill_wg(
         asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
         aw_fence<32>(&sc[0][0]);
         uint32_t pa[4][4];
-        fa_softmax_tile<16, true>(sc, o, pa, m0, m1, l0, l1, k0, qp0, qp1, last, scale,
-                                  [](float lo, float hi) { return pack_bf2(lo, hi); });
+        auto pack = [](float lo, float hi) { return pack_bf2(lo, hi); };
+        if (k0 + AW_BC - 1 <= min(ctx + q0, last)) {  // every key at or before every row: no mask
+            fa_softmax_tile<16, true, false>(sc, o, pa, m0, m1, l0, l1, k0, qp0, qp1, last, scale, pack);
+        } else {
+            fa_softmax_tile<16, true>(sc, o, pa, m0, m1, l0, l1, k0, qp0, qp1, last, scale, pack);
+        }
         aw_fence<64>(&o[0][0]);
 #pragma unroll
         for (int kk = 0; kk < 4; kk++)
