@@ -12,8 +12,8 @@ import (
 // Everything that would otherwise happen the first time a shape shows up on
 // the serving path is done once when the device starts (prewarm):
 //
-//   - cuBLASLt plans. Building one asks the heuristic and, up to
-//     maxTuneRows rows, times 16 candidates (64 synchronous GEMM runs), and
+//   - cuBLASLt plans. Building one asks the heuristic and times 16
+//     candidates (64 synchronous GEMM runs), and
 //     the first launch of each candidate loads its kernel module. On the H100
 //     through the product path this cost 100+ ms TTFT outliers online and
 //     made offline 14x slower than the device's own loop (docs/cuda.md): mixed
@@ -27,8 +27,8 @@ import (
 // (every op but attention is row-independent, and attention reads only the
 // step's real rows), and the buffers are sized for the largest step.
 
-// smallGemmBuckets are the row buckets up to maxTuneRows: the decode graph
-// sizes, then steps of 32.
+// smallGemmBuckets are the row buckets up to 512: the decode graph sizes,
+// then steps of 32.
 var smallGemmBuckets = []int{1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256,
 	288, 320, 352, 384, 416, 448, 480, 512}
 
