@@ -73,6 +73,7 @@ type forcedPaths struct {
 	kvPrefetchMB         int  // the KV prefetch's budget a layer in MiB (0: kvPrefetchMB; negative: no prefetch)
 	kvPrefetchAnyRows    bool // every decode-only step prefetches, whatever its rows
 	rotaryFP32Logits     bool // the rotary block's cuBLASLt LM head writes fp32 logits (not bf16)
+	normRowsMin          int  // q3_rmsnorm_rows takes steps of more than this many rows (0: rotaryNormRowsMin; negative: none)
 }
 
 // DefaultOptions are used for every zero field of Options.

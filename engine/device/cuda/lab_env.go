@@ -20,7 +20,9 @@ import (
 //     decode rows in the batch's order (not longest context first),
 //     "nokvprefetch" forks no KV prefetch and "kvprefetchmb=N" sets its
 //     budget a layer (kvprefetch.go), "q3fp32logits" has the rotary
-//     block's cuBLASLt LM head write fp32 logits, "q3wgcluster=N" launches
+//     block's cuBLASLt LM head write fp32 logits, "normrowsmin=N"
+//     sends the RMSNorms of steps of more than N rows through
+//     q3_rmsnorm_rows (-1: none), "q3wgcluster=N" launches
 //     it in clusters of N, "q3wgslice=N" sends q|k|v and gate|up of up to N
 //     rows through it (forcedPaths);
 //   - ROSEINFER_CUDA_KERNELS, a directory whose .cu and .cuh files replace
@@ -58,6 +60,9 @@ func init() {
 				}
 				if n, ok := strings.CutPrefix(strings.TrimSpace(f), "kvprefetchmb="); ok {
 					o.force.kvPrefetchMB, _ = strconv.Atoi(n)
+				}
+				if n, ok := strings.CutPrefix(strings.TrimSpace(f), "normrowsmin="); ok {
+					o.force.normRowsMin, _ = strconv.Atoi(n)
 				}
 				if n, ok := strings.CutPrefix(strings.TrimSpace(f), "q3wgslice="); ok {
 					o.force.rotaryWGOneSliceRows, _ = strconv.Atoi(n)

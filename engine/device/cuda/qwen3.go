@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"unsafe"
@@ -32,6 +33,7 @@ type rotaryState struct {
 	gemvOK                   bool       // steps of up to maxGemvRows rows run q3_gemv.cu (qwen3_gemv.go)
 	wg                       rotaryWG   // steps of up to rotaryWGRows rows run q3_wg.cu on Hopper (q3_wg.go)
 	prefillSmem              int        // k.attnPrefill's dynamic shared memory
+	normRowsMin              int        // steps of more rows normalise through k.rmsnormRows
 	pf                       kvPrefetch // the decode attention's keys and values asked for ahead (kvprefetch.go)
 	fp32Logits               bool       // cuBLASLt's LM head writes fp32 logits too (logitsType)
 	// f32 (Options.Float32): weights, activations and the KV cache in fp32
@@ -103,11 +105,12 @@ type rotaryActs struct {
 
 type rotaryKernels struct {
 	embed, rmsnorm, rope, swiglu, attnRows, attnRowsRope, attnPrefill, combine, sample, sampleBF, kvPrefetch kernel
+	rmsnormRows                                                                                              kernel          // a warp a row, for steps of more than rotaryNormRowsMin rows (none in fp32 mode)
 	gemv                                                                                                     [2][2][2]kernel // [q3Gemv*][rows > 8][2 column tiles]
 }
 
 // rotaryKernelNames are qwen3.cu's, q3_gemv.cu's, q3_f32.cu's and sample_large.cu's kernels.
-var rotaryKernelNames = append([]string{"q3_embed", "q3_rmsnorm", "q3_qk_rope_kv", "q3_swiglu", "q3_attn_combine",
+var rotaryKernelNames = append([]string{"q3_embed", "q3_rmsnorm", "q3_rmsnorm_rows", "q3_qk_rope_kv", "q3_swiglu", "q3_attn_combine",
 	"q3_attn_rows", "q3_attn_rows_rope", "q3_attn_prefill", "q3_kv_prefetch", "sample_rows_large", "sample_rows_large_bf"},
 	append(q3GemvKernelNames(), rotaryF32Kernels...)...)
 
@@ -136,11 +139,15 @@ func (d *Device) initRotary(w *model.Weights, lr loweredRotary) error {
 		&q.k.embed: "q3_embed", &q.k.rmsnorm: "q3_rmsnorm", &q.k.rope: "q3_qk_rope_kv", &q.k.swiglu: "q3_swiglu",
 		&q.k.combine: "q3_attn_combine", &q.k.attnRows: "q3_attn_rows", &q.k.attnRowsRope: "q3_attn_rows_rope",
 		&q.k.attnPrefill: "q3_attn_prefill", &q.k.sample: "sample_rows_large", &q.k.sampleBF: "sample_rows_large_bf",
-		&q.k.kvPrefetch: "q3_kv_prefetch",
+		&q.k.kvPrefetch: "q3_kv_prefetch", &q.k.rmsnormRows: "q3_rmsnorm_rows",
 	} {
 		if err := get(dst, name); err != nil {
 			return err
 		}
+	}
+	q.normRowsMin = cmp.Or(d.opts.force.normRowsMin, rotaryNormRowsMin)
+	if q.f32 || q.normRowsMin < 0 {
+		q.k.rmsnormRows = kernel{}
 	}
 	if q.f32 {
 		for i, dst := range []*kernel{&q.k.embed, &q.k.rmsnorm, &q.k.rope, &q.k.swiglu, &q.k.attnRows, &q.k.attnPrefill} {
@@ -426,13 +433,25 @@ func (s *rotaryStep) embed() {
 	s.end("embed", err)
 }
 
+// rotaryNormRows is Q3_NORM_ROWS in qwen3.cu: rows (a warp each) a block of
+// q3_rmsnorm_rows, which takes steps of more than rotaryNormRowsMin rows;
+// fewer go through q3_rmsnorm, a block a row (docs/cuda.md has both A/Bs).
+const (
+	rotaryNormRows    = 8
+	rotaryNormRowsMin = 512
+)
+
 // rmsnorm: out (R, C) bf16 = RMSNorm(residual rows; w), rows 0..R or the
 // index list rows.
 func (s *rotaryStep) rmsnorm(name string, out, rows, w devPtr, R int) {
 	if s.err != nil {
 		return
 	}
-	s.end(name, s.d.g.launch(s.q.k.rmsnorm, R, 1, 1, 256, 0,
+	k, blocks := s.q.k.rmsnorm, R
+	if R > s.q.normRowsMin && s.q.k.rmsnormRows.fn != 0 {
+		k, blocks = s.q.k.rmsnormRows, ceilDiv(R, rotaryNormRows)
+	}
+	s.end(name, s.d.g.launch(k, blocks, 1, 1, 256, 0,
 		argPtr(out), argPtr(s.d.act.residual), argPtr(rows), argPtr(w), argInt(R), argInt(s.d.cfg.Channels), argF32(s.q.eps)))
 }
 

@@ -64,11 +64,12 @@ func TestRotaryLogitsVsCPU(t *testing.T) {
 	for _, o := range []Options{{}, {NoCUDAGraph: true}, {ChunkRows: -1}, {force: forcedPaths{noPDL: true}},
 		{force: forcedPaths{cuBLASLt: true}}, {force: forcedPaths{rotaryWGOneSliceRows: 128}},
 		{force: forcedPaths{noRopeInAttention: true}}, {force: forcedPaths{noPrefillWG: true}},
-		{force: forcedPaths{kvPrefetchMB: -1}}, {force: forcedPaths{kvPrefetchMB: 1, kvPrefetchAnyRows: true}}} {
+		{force: forcedPaths{kvPrefetchMB: -1}}, {force: forcedPaths{kvPrefetchMB: 1, kvPrefetchAnyRows: true}},
+		{force: forcedPaths{normRowsMin: 1}}} {
 		o.MaxStepTokens, o.MaxSeqs = 1024, 64
-		t.Run(fmt.Sprintf("noCUDAGraph=%v_chunkRows=%d_noPDL=%v_cuBLASLt=%v_wgOneSlice=%d_noRopeInAttention=%v_noPrefillWG=%v_kvPrefetch=%d,%v", o.NoCUDAGraph,
+		t.Run(fmt.Sprintf("noCUDAGraph=%v_chunkRows=%d_noPDL=%v_cuBLASLt=%v_wgOneSlice=%d_noRopeInAttention=%v_noPrefillWG=%v_kvPrefetch=%d,%v_normRowsMin=%d", o.NoCUDAGraph,
 			o.ChunkRows, o.force.noPDL, o.force.cuBLASLt, o.force.rotaryWGOneSliceRows, o.force.noRopeInAttention,
-			o.force.noPrefillWG, o.force.kvPrefetchMB, o.force.kvPrefetchAnyRows), func(t *testing.T) {
+			o.force.noPrefillWG, o.force.kvPrefetchMB, o.force.kvPrefetchAnyRows, o.force.normRowsMin), func(t *testing.T) {
 			d := newTestDevice(t, w, o)
 			if wgBuilt := kernelArch(q3WGFile, d.g.arch, d.g.nv.major) != ""; wgBuilt && !o.force.cuBLASLt && !d.q3.wg.ok {
 				t.Fatal("q3_wg.cu was built but its 17-128-row steps are off") // the first step has 78 rows
