@@ -33,7 +33,7 @@ type rotaryState struct {
 	gemvOK                   bool       // steps of up to maxGemvRows rows run q3_gemv.cu (qwen3_gemv.go)
 	wg                       rotaryWG   // steps of up to rotaryWGRows rows run q3_wg.cu on Hopper (q3_wg.go)
 	prefillSmem              int        // k.attnPrefill's dynamic shared memory
-	normRowsMin              int        // steps of more rows normalise through k.rmsnormRows
+	normRowsMin              int        // steps of more rows normalise through k.rmsnormRows (MaxInt: none)
 	pf                       kvPrefetch // the decode attention's keys and values asked for ahead (kvprefetch.go)
 	fp32Logits               bool       // cuBLASLt's LM head writes fp32 logits too (logitsType)
 	// f32 (Options.Float32): weights, activations and the KV cache in fp32
@@ -105,7 +105,7 @@ type rotaryActs struct {
 
 type rotaryKernels struct {
 	embed, rmsnorm, rope, swiglu, attnRows, attnRowsRope, attnPrefill, combine, sample, sampleBF, kvPrefetch kernel
-	rmsnormRows                                                                                              kernel          // a warp a row, for steps of more than rotaryNormRowsMin rows (none in fp32 mode)
+	rmsnormRows                                                                                              kernel          // a warp a row, for steps of more than normRowsMin rows
 	gemv                                                                                                     [2][2][2]kernel // [q3Gemv*][rows > 8][2 column tiles]
 }
 
@@ -146,8 +146,8 @@ func (d *Device) initRotary(w *model.Weights, lr loweredRotary) error {
 		}
 	}
 	q.normRowsMin = cmp.Or(d.opts.force.normRowsMin, rotaryNormRowsMin)
-	if q.f32 || q.normRowsMin < 0 {
-		q.k.rmsnormRows = kernel{}
+	if q.f32 || q.normRowsMin < 0 { // fp32 mode has no q3_rmsnorm_rows
+		q.normRowsMin = math.MaxInt
 	}
 	if q.f32 {
 		for i, dst := range []*kernel{&q.k.embed, &q.k.rmsnorm, &q.k.rope, &q.k.swiglu, &q.k.attnRows, &q.k.attnPrefill} {
@@ -448,7 +448,7 @@ func (s *rotaryStep) rmsnorm(name string, out, rows, w devPtr, R int) {
 		return
 	}
 	k, blocks := s.q.k.rmsnorm, R
-	if R > s.q.normRowsMin && s.q.k.rmsnormRows.fn != 0 {
+	if R > s.q.normRowsMin {
 		k, blocks = s.q.k.rmsnormRows, ceilDiv(R, rotaryNormRows)
 	}
 	s.end(name, s.d.g.launch(k, blocks, 1, 1, 256, 0,

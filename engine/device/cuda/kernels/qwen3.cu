@@ -53,6 +53,11 @@ extern "C" __global__ void q3f_embed(float* out, float2* rope, const int* tokens
     q3_embed_impl(out, rope, tokens, prev_out, src_rows, pos, inv_freq, wte, N, C, half);
 }
 
+// q3_norm4 is four channels of a normalised row in bf16: v * inv * w.
+__device__ __forceinline__ uint2 q3_norm4(float4 v, float inv, float4 w) {
+    return make_uint2(pack_bf2(v.x * inv * w.x, v.y * inv * w.y), pack_bf2(v.z * inv * w.z, v.w * inv * w.w));
+}
+
 // q3_rmsnorm: out (R, C) bf16 = x / sqrt(mean(x^2) + eps) * w for R rows of
 // inp (N, C) fp32: the first R (rows = null) or rows[0..R). One block of
 // 256 threads a row (a row of up to 1,024 channels is one 16-byte load a
@@ -84,14 +89,9 @@ extern "C" __global__ void __launch_bounds__(256) q3_rmsnorm(bf16_t* out, const 
     }
     ss = block_sum_256(ss, part);
     const float inv = rsqrtf(ss / C + eps);
-    bf16_t* o = out + (size_t)r * C;
+    uint2* o = reinterpret_cast<uint2*>(out + (size_t)r * C);
     for (int j = tid; j < C / 4; j += 256) {
-        const float4 v = one ? v0 : x[j];
-        const float4 g = one ? g0 : reinterpret_cast<const float4*>(w)[j];
-        uint2 packed;
-        packed.x = pack_bf2(v.x * inv * g.x, v.y * inv * g.y);
-        packed.y = pack_bf2(v.z * inv * g.z, v.w * inv * g.w);
-        reinterpret_cast<uint2*>(o)[j] = packed;
+        o[j] = q3_norm4(one ? v0 : x[j], inv, one ? g0 : reinterpret_cast<const float4*>(w)[j]);
     }
 }
 
@@ -135,18 +135,12 @@ extern "C" __global__ void __launch_bounds__(256) q3_rmsnorm_rows(bf16_t* out, c
     }
     const float inv = rsqrtf(warp_sum(ss) / C + eps);
     uint2* o = reinterpret_cast<uint2*>(out + (size_t)r * C);
-    auto put = [&](int j, float4 a, float4 b) {
-        uint2 packed;
-        packed.x = pack_bf2(a.x * inv * b.x, a.y * inv * b.y);
-        packed.y = pack_bf2(a.z * inv * b.z, a.w * inv * b.w);
-        o[j] = packed;
-    };
     if (one) {
 #pragma unroll
         for (int k = 0; k < 8; k++)
-            if (lane + 32 * k < C4) put(lane + 32 * k, v[k], g[k]);
+            if (lane + 32 * k < C4) o[lane + 32 * k] = q3_norm4(v[k], inv, g[k]);
     } else {
-        for (int j = lane; j < C4; j += 32) put(j, x[j], w4[j]);
+        for (int j = lane; j < C4; j += 32) o[j] = q3_norm4(x[j], inv, w4[j]);
     }
 }
 
