@@ -40,7 +40,8 @@ func TestQ3AttnRows(t *testing.T) {
 }
 
 // TestQ3AttnPrefill checks the prompt-chunk attention kernels
-// (q3_attn_prefill, and q3_attn_wg.cu's on sm_90a) the same way: chunks with
+// (q3_attn_prefill, and q3_attn_wg.cu's on sm_90a, its keys and values
+// through tensor maps of the cache) the same way: chunks with
 // and without cached prefixes, of one row to several 64-row tiles, each row
 // attending causally over its sequence's cache.
 func TestQ3AttnPrefill(t *testing.T) {
@@ -56,7 +57,7 @@ func TestQ3AttnPrefill(t *testing.T) {
 			for _, B := range []int{8, 16, 32} {
 				t.Run(fmt.Sprintf("%s_G%d_B%d", kern.name, G, B), func(t *testing.T) {
 					g := testGPU(t)
-					if kern.name == q3AttnWGKernel && kernelArch(q3AttnWGFile, g.arch, g.nv.major) == "" {
+					if kern.name != "q3_attn_prefill" && kernelArch(q3AttnWGFile, g.arch, g.nv.major) == "" {
 						t.Skipf("%s is built for sm_90a by NVRTC 12+ only; here %s", q3AttnWGFile, g.arch)
 					}
 					runQ3AttnPrefill(t, g, kern.name, kern.smem, rand.New(rand.NewPCG(uint64(G), uint64(B))), G, B, chunks)
@@ -257,10 +258,24 @@ func runQ3AttnPrefill(t *testing.T, g *gpu, kernel string, smem int, r *rand.Ran
 		t.Fatal(err)
 	}
 	out := devBuf(t, g, 2*rows*NH*HD)
-	if err := g.launch(k, len(tileSeq), NH, 1, 128, smem, argPtr(out), argPtr(upload(t, g, toBF16(qkv))), argPtr(dK),
-		argPtr(dV), argPtr(upload(t, g, qStart)), argPtr(upload(t, g, qLen)), argPtr(upload(t, g, ctx)), argPtr(upload(t, g, tileSeq)),
+	tail := []uint64{argPtr(upload(t, g, qStart)), argPtr(upload(t, g, qLen)), argPtr(upload(t, g, ctx)), argPtr(upload(t, g, tileSeq)),
 		argPtr(upload(t, g, tileQ0)), argPtr(dBT), argPtr(dStride), argInt(NH), argInt(NKV), argInt(B),
-		argF32(float32(math.Log2E/math.Sqrt(HD)))); err != nil {
+		argF32(float32(math.Log2E / math.Sqrt(HD)))}
+	head := []uint64{argPtr(out), argPtr(upload(t, g, toBF16(qkv)))}
+	var err error
+	if kernel == q3AttnWGKernel {
+		// The cache as rows of 128 dims, one a (block, KV head, slot).
+		cacheRows := len(c.k) / HD
+		maps, merr := g.encodeTensorMaps([]tmaMatrix{{dK, cacheRows, HD, min(B, 64)}, {dV, cacheRows, HD, min(B, 64)}})
+		if merr != nil {
+			t.Fatal(merr)
+		}
+		defer maps.arena.free()
+		err = g.launchClusterRefs(k, len(tileSeq), NH, 1, 1, q3AttnWGThreads, smem, []uintptr{maps.maps[dK], maps.maps[dV]}, append(head, tail...)...)
+	} else {
+		err = g.launch(k, len(tileSeq), NH, 1, 128, smem, append(append(head, argPtr(dK), argPtr(dV)), tail...)...)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	checkAttention(t, download[uint16](t, g, out, rows*NH*HD), want, mag, func(i int) string {

@@ -33,6 +33,7 @@ type rotaryState struct {
 	gemvOK                   bool       // steps of up to maxGemvRows rows run q3_gemv.cu (qwen3_gemv.go)
 	wg                       rotaryWG   // steps of up to rotaryWGRows rows run q3_wg.cu on Hopper (q3_wg.go)
 	prefillSmem              int        // k.attnPrefill's dynamic shared memory
+	attnMaps                 wgMaps     // q3_attn_prefill_wg's tensor maps of each layer's keys and values (usePrefillWG)
 	normRowsMin              int        // steps of more rows normalise through k.rmsnormRows (MaxInt: none)
 	pf                       kvPrefetch // the decode attention's keys and values asked for ahead (kvprefetch.go)
 	fp32Logits               bool       // cuBLASLt's LM head writes fp32 logits too (logitsType)
@@ -179,9 +180,6 @@ func (d *Device) initRotary(w *model.Weights, lr loweredRotary) error {
 	if err := g.setMaxDynamicSmem(q.k.attnPrefill, rotaryPrefillSmem); err != nil {
 		return err
 	}
-	if err := d.usePrefillWG(); err != nil {
-		return err
-	}
 	if b := d.kv.BlockSizeTokens; b&(b-1) != 0 {
 		// Its attention shifts and masks positions by it (kv_block, kv_slot).
 		return fmt.Errorf("cuda: the rotary block needs a power-of-two KV block size (--block-size 16, 32, ...), got %d", b)
@@ -224,7 +222,10 @@ func (d *Device) initRotary(w *model.Weights, lr loweredRotary) error {
 		return err
 	}
 	g.blas.scratch, g.blas.scratchBytes = d.act.logits, 4*M*d.vocabPadded
-	return d.allocKV()
+	if err := d.allocKV(); err != nil {
+		return err
+	}
+	return d.usePrefillWG()
 }
 
 // freeRotary frees what initRotary allocated beyond Device.act.
@@ -235,6 +236,10 @@ func (d *Device) freeRotary() {
 	}
 	q.act, q.w.base = rotaryActs{}, 0
 	q.freeRotaryWG()
+	if q.attnMaps.arena != nil {
+		q.attnMaps.arena.free()
+		q.attnMaps = wgMaps{}
+	}
 	q.freeKVPrefetch(d.g.drv)
 }
 
@@ -511,10 +516,16 @@ func (s *rotaryStep) attention(l int, w *rotaryLayer) {
 		}
 	}
 	if err == nil && lay.nTiles > 0 {
-		err = d.g.launch(q.k.attnPrefill, lay.nTiles, q.NH, 1, 128, q.prefillSmem,
-			argPtr(q.act.att), argPtr(q.act.qkv), argPtr(kc), argPtr(vc), argPtr(p.in(lay.qStart)), argPtr(p.in(lay.qLen)),
+		tail := []uint64{argPtr(p.in(lay.qStart)), argPtr(p.in(lay.qLen)),
 			argPtr(p.in(lay.ctx)), argPtr(p.in(lay.tileSeq)), argPtr(p.in(lay.tileQ0)), argPtr(p.in(lay.blockTables)),
-			argPtr(p.in(lay.btStride)), argInt(q.NH), argInt(q.NKV), argInt(d.kv.BlockSizeTokens), argF32(scale))
+			argPtr(p.in(lay.btStride)), argInt(q.NH), argInt(q.NKV), argInt(d.kv.BlockSizeTokens), argF32(scale)}
+		if q.k.attnPrefill.name == q3AttnWGKernel {
+			err = d.g.launchClusterRefs(q.k.attnPrefill, lay.nTiles, q.NH, 1, 1, q3AttnWGThreads, q.prefillSmem,
+				[]uintptr{q.attnMaps.maps[kc], q.attnMaps.maps[vc]}, append([]uint64{argPtr(q.act.att), argPtr(q.act.qkv)}, tail...)...)
+		} else {
+			err = d.g.launch(q.k.attnPrefill, lay.nTiles, q.NH, 1, 128, q.prefillSmem,
+				append([]uint64{argPtr(q.act.att), argPtr(q.act.qkv), argPtr(kc), argPtr(vc)}, tail...)...)
+		}
 	}
 	s.end("attention", err)
 }

@@ -1,19 +1,25 @@
 // q3_attn_wg.cu: the rotary block's prompt-chunk attention on Hopper
-// (sm_90a only) with warpgroup MMAs. It keeps q3_attn_prefill's contract
-// (qwen3.cu: grid (tiles, NH), 128 threads, the same arguments and
-// outputs) and takes FlashAttention-3's operand placement (Shah et al.,
-// 2024) without its warp specialisation: the block's one warpgroup holds
-// the tile's 64 query rows of one head. Q and each 64-key tile of K and V
-// are copied by cp.async from the paged cache into shared memory in the
-// 128-byte swizzle that wgmma reads; S = Q K^T is eight m64n64k16 wgmmas
-// with both operands there; the online softmax runs on the accumulators in
-// registers, whose layout is mma.sync's for each warp's 16 rows (so
-// fa_tile.cuh serves unchanged); O += P V takes P from those registers as
-// the A operand and V from shared memory as an MN-major (transposed) B.
-// The next tile's copies are in flight while this one is computed.
+// (sm_90a only) with warpgroup MMAs and a TMA producer. It keeps
+// q3_attn_prefill's grid (tiles, NH) and outputs, and takes
+// FlashAttention-3's operand placement and producer warp (Shah et al.,
+// 2024) without its register reallocation: a block of 160 threads, warps
+// 0-3 the consumer warpgroup holding the tile's 64 query rows of one head,
+// lane 0 of warp 4 the producer. Q is copied by cp.async; each 64-key tile
+// of K and V comes from the paged cache by the TMA, through a tensor map
+// of the layer's cache seen as rows of 128 dims (one a block, KV head and
+// slot) in the 128-byte swizzle that wgmma reads, into two stages with a
+// full and an empty mbarrier each. S = Q K^T is eight m64n64k16 wgmmas
+// with both operands in shared memory; the online softmax runs on the
+// accumulators in registers, whose layout is mma.sync's for each warp's 16
+// rows (so fa_tile.cuh serves unchanged); O += P V takes P from those
+// registers as the A operand and V from shared memory as an MN-major
+// (transposed) B.
 //
 // Why: q3_attn_prefill's mma.sync chains at two blocks an SM ran the
-// offline run's 16,384-token prefill attention at 89 TFLOP/s (docs/cuda.md).
+// offline run's 16,384-token prefill attention at 89 TFLOP/s; the wgmma
+// version with every thread copying was issue-bound on the ALU, and the
+// producer warp takes the copies' instructions and two block barriers a
+// tile off the warps that run the MMAs and the softmax (docs/cuda.md).
 #define WG_BF16 1
 #include "wg.cuh"
 #include "fa_tile.cuh"
@@ -54,20 +60,58 @@ __device__ __forceinline__ void aw_fence(float* r) {
     for (int i = 0; i < N; i++) asm volatile("" : "+f"(r[i])::"memory");
 }
 
-extern "C" __global__ void __launch_bounds__(128) q3_attn_prefill_wg(
-    bf16_t* out, const bf16_t* qkv, const bf16_t* kc, const bf16_t* vc, const int* q_start, const int* q_len,
+// q3_attn_prefill_wg: the producer walks the tile's cache blocks in
+// boxes of min(B, 64) keys x 64 dims through kmap and vmap (passed by
+// value, first, as launchClusterRefs passes them); a box past the
+// sequence's last key starts at row -box, which the TMA fills with zeros.
+// The consumers wait on a stage's full barrier (the TMA's bytes), never
+// copy and never meet a block barrier, and arrive on its empty one when
+// their MMAs are done with it. In the last tile, where the sequence's last
+// cache block may hold stale values past its last key, they zero those
+// rows of V (P = 0 must not meet NaN; the keys there are masked).
+#define AT_STAGES 2
+extern "C" __global__ void __launch_bounds__(160, 2) q3_attn_prefill_wg(
+    const __grid_constant__ TmaMap kmap, const __grid_constant__ TmaMap vmap, bf16_t* out, const bf16_t* qkv, const int* q_start, const int* q_len,
     const int* ctx_len, const int* tile_seq, const int* tile_q0, const int* block_tables, const int* bt_stride, int NH,
     int NKV, int B, float scale) {
     grid_dep_launch();
     extern __shared__ __align__(16) unsigned char aw_sm[];
-    const uint32_t qs = (smem_u32(aw_sm) + 1023) & ~1023u;  // Q; stage s's K at qs + (1 + 2s) AW_TILE, its V after it
+    // Q; stage s's K at qs + (1 + 2s) AW_TILE, its V after it; then full[s]
+    // at bars + 8s and empty[s] at bars + 8 (AT_STAGES + s).
+    const uint32_t qs = (smem_u32(aw_sm) + 1023) & ~1023u, bars = qs + (1 + 2 * AT_STAGES) * AW_TILE;
     const PrefillTile pt = prefill_tile(q_start, q_len, ctx_len, tile_seq, tile_q0, block_tables, bt_stride, NH, NKV, AW_BR);
     const int q0 = pt.q0, h = pt.h, kvh = pt.kvh, len = pt.len, ctx = pt.ctx, qrow = pt.qrow, last = pt.last;
-    const int* bt = pt.bt;
-    const int width = (NH + 2 * NKV) * AW_HD, C = NH * AW_HD;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane >> 2;
+    const int ntiles = last / AW_BC + 1;
+    if (tid == 0) {
+        for (int s = 0; s < AT_STAGES; s++) mbar_init(bars + 8 * s, 1), mbar_init(bars + 8 * (AT_STAGES + s), 128);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();  // the only block barrier: the producer leaves below
+    if (warp == 4) {
+        grid_dep_wait();  // this step's keys and values (q3_qk_rope_kv)
+        if (lane == 0) {
+            const int box = min(B, AW_BC), lb = __ffs(B) - 1;
+            for (int t = 0; t < ntiles; t++) {
+                const int s = t % AT_STAGES;
+                if (t >= AT_STAGES) mbar_wait(bars + 8 * (AT_STAGES + s), (t / AT_STAGES - 1) & 1);
+                const uint32_t ks = qs + (1 + 2 * s) * AW_TILE, vs = ks + AW_TILE, full = bars + 8 * s;
+                mbar_expect(full, 2 * AW_TILE);
+                for (int k = 0; k < AW_BC; k += box) {
+                    const int j = t * AW_BC + k;
+                    const int row = j <= last ? (pt.bt[j >> lb] * NKV + kvh) * B + (j & (B - 1)) : -box;
+#pragma unroll
+                    for (int half = 0; half < 2; half++) {
+                        tma_load(ks + half * AW_HALF + k * 128, &kmap, 64 * half, row, full, 0);
+                        tma_load(vs + half * AW_HALF + k * 128, &vmap, 64 * half, row, full, 0);
+                    }
+                }
+            }
+        }
+        return;
+    }
+    const int width = (NH + 2 * NKV) * AW_HD, C = NH * AW_HD;
     grid_dep_wait();
-
     {  // Q: rows past the chunk read as zeros
 #pragma unroll
         for (int u = 0; u < AW_BR * 16 / 128; u++) {
@@ -76,43 +120,20 @@ extern "C" __global__ void __launch_bounds__(128) q3_attn_prefill_wg(
             cp16(qs + aw_swz(r, ch), qkv + (ok ? (size_t)(qrow + q0 + r) * width + h * AW_HD + ch * 8 : 0), ok);
         }
         asm volatile("cp.async.commit_group;" ::: "memory");
+        asm volatile("cp.async.wait_group 0;" ::: "memory");
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        asm volatile("bar.sync 1, 128;" ::: "memory");
     }
-    // issue: keys and values k0 .. k0 + 63 into a stage; past `last`, zeros
-    // (P = 0 must not meet NaN).
-    auto issue = [&](int k0, int stage) {
-        const uint32_t ks = qs + (1 + 2 * stage) * AW_TILE, vs = ks + AW_TILE;
-#pragma unroll
-        for (int u = 0; u < AW_BC * 16 / 128; u++) {
-            const int c = tid + 128 * u, key = c >> 4, ch = c & 15;
-            const int j = k0 + key;
-            const bool ok = j <= last;
-            const size_t off = ok ? kv_offset(bt[kv_block(j, B)], kvh, kv_slot(j, B), NKV, B, AW_HD) + ch * 8 : 0;
-            cp16(ks + aw_swz(key, ch), kc + off, ok);
-            cp16(vs + aw_swz(key, ch), vc + off, ok);
-        }
-        asm volatile("cp.async.commit_group;" ::: "memory");
-    };
-    issue(0, 0);
-
     const int r0 = warp * 16 + g;  // this thread's rows in the tile: r0 and r0 + 8
     const int qp0 = ctx + q0 + r0, qp1 = qp0 + 8;  // their absolute positions
     float o[16][4];
 #pragma unroll
     for (int nt = 0; nt < 16; nt++) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.f;
     float m0 = NEG_INF, m1 = NEG_INF, l0 = 0.f, l1 = 0.f;
-
-    for (int k0 = 0, stage = 0; k0 <= last; k0 += AW_BC, stage ^= 1) {
-        if (k0 + AW_BC <= last) {
-            issue(k0 + AW_BC, stage ^ 1);
-            asm volatile("cp.async.wait_group 1;" ::: "memory");
-        } else {
-            asm volatile("cp.async.wait_group 0;" ::: "memory");
-        }
-        // This thread's copies are visible to the async proxy (wgmma's
-        // operand reads), then every thread's are.
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        __syncthreads();
-        const uint32_t ks = qs + (1 + 2 * stage) * AW_TILE, vs = ks + AW_TILE;
+    for (int t = 0; t < ntiles; t++) {
+        const int k0 = t * AW_BC, s = t % AT_STAGES;
+        const uint32_t ks = qs + (1 + 2 * s) * AW_TILE, vs = ks + AW_TILE;
+        mbar_wait(bars + 8 * s, (t / AT_STAGES) & 1);
         float sc[8][4];
 #pragma unroll
         for (int nt = 0; nt < 8; nt++) sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.f;
@@ -133,6 +154,14 @@ extern "C" __global__ void __launch_bounds__(128) q3_attn_prefill_wg(
         } else {
             fa_softmax_tile<16, true>(sc, o, pa, m0, m1, l0, l1, k0, qp0, qp1, last, scale, pack);
         }
+        if (k0 + AW_BC - 1 > last) {  // stale values past the last key: zeros
+            for (int c = tid; c < (k0 + AW_BC - 1 - last) * 16; c += 128) {
+                const int r = last - k0 + 1 + (c >> 4), ch = c & 15;
+                asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(vs + aw_swz(r, ch)), "r"(0u) : "memory");
+            }
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            asm volatile("bar.sync 1, 128;" ::: "memory");
+        }
         aw_fence<64>(&o[0][0]);
 #pragma unroll
         for (int kk = 0; kk < 4; kk++)
@@ -147,7 +176,7 @@ extern "C" __global__ void __launch_bounds__(128) q3_attn_prefill_wg(
         asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
         asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
         aw_fence<64>(&o[0][0]);
-        __syncthreads();  // every warp's wgmmas are done with this stage before it is refilled
+        mbar_arrive(bars + 8 * (AT_STAGES + s));  // this thread is done with the stage
     }
     fa_store<16>(out, o, l0, l1, qrow, q0 + r0, len, C, h * AW_HD, [](float lo, float hi) { return pack_bf2(lo, hi); });
 }
