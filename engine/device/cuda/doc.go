@@ -56,8 +56,10 @@
 //     NVRTC before 12, drivers without cuTensorMapEncodeTiled, or a model
 //     whose projections fit none of its launch shapes.
 //   - The rotary block's prompt-chunk attention through q3_attn_prefill
-//     (mma.sync) instead of q3_attn_wg.cu's wgmma kernel: GPUs other than
-//     sm_90a and NVRTC before 12 (the fp32 mode has q3f_attn_prefill).
+//     (mma.sync) instead of q3_attn_wg.cu's wgmma kernel with its TMA
+//     producer: GPUs other than sm_90a, NVRTC before 12, and drivers without
+//     cuTensorMapEncodeTiled or cuLaunchKernelEx (the fp32 mode has
+//     q3f_attn_prefill).
 //   - The rotary block's q/k norm and rotation as their own kernel
 //     (q3_qk_rope_kv) before the attention: steps with prompt chunks, and
 //     decode-only steps of more than 64 rows, where it is faster than the
