@@ -258,23 +258,20 @@ func runQ3AttnPrefill(t *testing.T, g *gpu, kernel string, smem int, r *rand.Ran
 		t.Fatal(err)
 	}
 	out := devBuf(t, g, 2*rows*NH*HD)
-	tail := []uint64{argPtr(upload(t, g, qStart)), argPtr(upload(t, g, qLen)), argPtr(upload(t, g, ctx)), argPtr(upload(t, g, tileSeq)),
-		argPtr(upload(t, g, tileQ0)), argPtr(dBT), argPtr(dStride), argInt(NH), argInt(NKV), argInt(B),
-		argF32(float32(math.Log2E / math.Sqrt(HD)))}
-	head := []uint64{argPtr(out), argPtr(upload(t, g, toBF16(qkv)))}
-	var err error
+	var maps wgMaps
 	if kernel == q3AttnWGKernel {
 		// The cache as rows of 128 dims, one a (block, KV head, slot).
 		cacheRows := len(c.k) / HD
-		maps, merr := g.encodeTensorMaps([]tmaMatrix{{dK, cacheRows, HD, min(B, 64)}, {dV, cacheRows, HD, min(B, 64)}})
-		if merr != nil {
-			t.Fatal(merr)
+		var err error
+		if maps, err = g.encodeTensorMaps([]tmaMatrix{{dK, cacheRows, HD, min(B, 64)}, {dV, cacheRows, HD, min(B, 64)}}); err != nil {
+			t.Fatal(err)
 		}
 		defer maps.arena.free()
-		err = g.launchClusterRefs(k, len(tileSeq), NH, 1, 1, q3AttnWGThreads, smem, []uintptr{maps.maps[dK], maps.maps[dV]}, append(head, tail...)...)
-	} else {
-		err = g.launch(k, len(tileSeq), NH, 1, 128, smem, append(append(head, argPtr(dK), argPtr(dV)), tail...)...)
 	}
+	err := g.launchAttnPrefill(k, maps, len(tileSeq), NH, smem, out, upload(t, g, toBF16(qkv)), dK, dV,
+		argPtr(upload(t, g, qStart)), argPtr(upload(t, g, qLen)), argPtr(upload(t, g, ctx)), argPtr(upload(t, g, tileSeq)),
+		argPtr(upload(t, g, tileQ0)), argPtr(dBT), argPtr(dStride), argInt(NH), argInt(NKV), argInt(B),
+		argF32(float32(math.Log2E/math.Sqrt(HD))))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,3 +46,16 @@ func (d *Device) usePrefillWG() error {
 	q.attnMaps, q.k.attnPrefill, q.prefillSmem = maps, k, rotaryPrefillWGSmem
 	return nil
 }
+
+// launchAttnPrefill launches the prompt-chunk attention kernel k over tiles
+// x NH blocks: q3_attn_prefill_wg takes the tensor maps of the cache's keys
+// and values (maps, keyed by kc and vc) by value ahead of out and qkv, the
+// others kc and vc after them; rest are the arguments every one takes
+// after those (q_start .. scale).
+func (g *gpu) launchAttnPrefill(k kernel, maps wgMaps, tiles, NH, smem int, out, qkv, kc, vc devPtr, rest ...uint64) error {
+	if k.name == q3AttnWGKernel {
+		return g.launchClusterRefs(k, tiles, NH, 1, 1, q3AttnWGThreads, smem, []uintptr{maps.maps[kc], maps.maps[vc]},
+			append([]uint64{argPtr(out), argPtr(qkv)}, rest...)...)
+	}
+	return g.launch(k, tiles, NH, 1, 128, smem, append([]uint64{argPtr(out), argPtr(qkv), argPtr(kc), argPtr(vc)}, rest...)...)
+}

@@ -516,16 +516,9 @@ func (s *rotaryStep) attention(l int, w *rotaryLayer) {
 		}
 	}
 	if err == nil && lay.nTiles > 0 {
-		tail := []uint64{argPtr(p.in(lay.qStart)), argPtr(p.in(lay.qLen)),
-			argPtr(p.in(lay.ctx)), argPtr(p.in(lay.tileSeq)), argPtr(p.in(lay.tileQ0)), argPtr(p.in(lay.blockTables)),
-			argPtr(p.in(lay.btStride)), argInt(q.NH), argInt(q.NKV), argInt(d.kv.BlockSizeTokens), argF32(scale)}
-		if q.k.attnPrefill.name == q3AttnWGKernel {
-			err = d.g.launchClusterRefs(q.k.attnPrefill, lay.nTiles, q.NH, 1, 1, q3AttnWGThreads, q.prefillSmem,
-				[]uintptr{q.attnMaps.maps[kc], q.attnMaps.maps[vc]}, append([]uint64{argPtr(q.act.att), argPtr(q.act.qkv)}, tail...)...)
-		} else {
-			err = d.g.launch(q.k.attnPrefill, lay.nTiles, q.NH, 1, 128, q.prefillSmem,
-				append([]uint64{argPtr(q.act.att), argPtr(q.act.qkv), argPtr(kc), argPtr(vc)}, tail...)...)
-		}
+		err = d.g.launchAttnPrefill(q.k.attnPrefill, q.attnMaps, lay.nTiles, q.NH, q.prefillSmem, q.act.att, q.act.qkv, kc, vc,
+			argPtr(p.in(lay.qStart)), argPtr(p.in(lay.qLen)), argPtr(p.in(lay.ctx)), argPtr(p.in(lay.tileSeq)), argPtr(p.in(lay.tileQ0)),
+			argPtr(p.in(lay.blockTables)), argPtr(p.in(lay.btStride)), argInt(q.NH), argInt(q.NKV), argInt(d.kv.BlockSizeTokens), argF32(scale))
 	}
 	s.end("attention", err)
 }

@@ -91,7 +91,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) q3_attn_prefill_wg(
     if (warp == 4) {
         grid_dep_wait();  // this step's keys and values (q3_qk_rope_kv)
         if (lane == 0) {
-            const int box = min(B, AW_BC), lb = __ffs(B) - 1;
+            const int box = min(B, AW_BC);
             for (int t = 0; t < ntiles; t++) {
                 const int s = t % AT_STAGES;
                 if (t >= AT_STAGES) mbar_wait(bars + 8 * (AT_STAGES + s), (t / AT_STAGES - 1) & 1);
@@ -99,7 +99,8 @@ extern "C" __global__ void __launch_bounds__(160, 2) q3_attn_prefill_wg(
                 mbar_expect(full, 2 * AW_TILE);
                 for (int k = 0; k < AW_BC; k += box) {
                     const int j = t * AW_BC + k;
-                    const int row = j <= last ? (pt.bt[j >> lb] * NKV + kvh) * B + (j & (B - 1)) : -box;
+                    // the map's row of key j: its cache offset in rows of 128 dims
+                    const int row = j <= last ? (int)kv_offset(pt.bt[kv_block(j, B)], kvh, kv_slot(j, B), NKV, B, 1) : -box;
 #pragma unroll
                     for (int half = 0; half < 2; half++) {
                         tma_load(ks + half * AW_HALF + k * 128, &kmap, 64 * half, row, full, 0);
