@@ -99,7 +99,7 @@ func wgSmem(bn, K int) int { return K/wgTileK*(wgTileM+bn)*wgTileK*2 + 1024 }
 // out: gemm_wg.cu, q3_wg.cu and q3_attn_wg.cu need wgmma, which only sm_90a
 // (NVRTC 12+) has.
 func kernelArch(file, arch string, nvrtcMajor int) string {
-	if file != wgFile && file != q3WGFile && file != q3AttnWGFile {
+	if file != wgFile && file != q3WGFile && file != q3AttnWGFile && file != q3GemmWSFile {
 		return arch
 	}
 	if arch == "sm_90" && nvrtcMajor >= 12 {

@@ -193,7 +193,7 @@ func (g *gpu) loadModules(cubins map[string][]byte, names []string) error {
 			return fmt.Errorf("cuda: kernel %s not found in any compiled module", name)
 		}
 	}
-	for _, name := range append(append(wgKernelNames(), q3WGKernelNames()...), q3AttnWGKernel) { // only where kernelArch built the sm_90a files
+	for _, name := range append(append(append(wgKernelNames(), q3WGKernelNames()...), q3AttnWGKernel), q3GemmWSKernels...) { // only where kernelArch built the sm_90a files
 		g.findKernel(name)
 	}
 	return nil

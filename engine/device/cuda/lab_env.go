@@ -22,9 +22,13 @@ import (
 //     budget a layer (kvprefetch.go), "q3fp32logits" has the rotary
 //     block's cuBLASLt LM head write fp32 logits, "normrowsmin=N"
 //     sends the RMSNorms of steps of more than N rows through
-//     q3_rmsnorm_rows (-1: none), "q3wgcluster=N" launches
-//     it in clusters of N, "q3wgslice=N" sends q|k|v and gate|up of up to N
-//     rows through it (forcedPaths);
+//     q3_rmsnorm_rows (-1: none), "nogemmws" keeps gate|up on cuBLASLt
+//     and q3_swiglu (no q3_gemm_ws.cu), "gemmwsminrows=N" sends the gate|up
+//     of steps of at least N rows through it, "gemmwscluster=N" launches it
+//     in clusters of N blocks (1: none), "gemmwsgroup=N" walks its tiles in
+//     groups of N row tiles (-1: column tile outermost), "q3wgcluster=N"
+//     launches q3_wg.cu in clusters of N, "q3wgslice=N" sends q|k|v and
+//     gate|up of up to N rows through q3_wg.cu (forcedPaths);
 //   - ROSEINFER_CUDA_KERNELS, a directory whose .cu and .cuh files replace
 //     the embedded kernels of the same name (a kernel variant without a
 //     rebuild; give each variant its own ROSEINFER_CUDA_CACHE).
@@ -44,6 +48,8 @@ func init() {
 				o.force.noPrefillWG = true
 			case "batchorder":
 				o.force.decodeInBatchOrder = true
+			case "nogemmws":
+				o.force.noGemmWS = true
 			case "nokvprefetch":
 				o.force.kvPrefetchMB = -1
 			case "q3fp32logits":
@@ -63,6 +69,15 @@ func init() {
 				}
 				if n, ok := strings.CutPrefix(strings.TrimSpace(f), "normrowsmin="); ok {
 					o.force.normRowsMin, _ = strconv.Atoi(n)
+				}
+				if n, ok := strings.CutPrefix(strings.TrimSpace(f), "gemmwsminrows="); ok {
+					o.force.gemmWSMinRows, _ = strconv.Atoi(n)
+				}
+				if n, ok := strings.CutPrefix(strings.TrimSpace(f), "gemmwscluster="); ok {
+					o.force.gemmWSCluster, _ = strconv.Atoi(n)
+				}
+				if n, ok := strings.CutPrefix(strings.TrimSpace(f), "gemmwsgroup="); ok {
+					o.force.gemmWSGroup, _ = strconv.Atoi(n)
 				}
 				if n, ok := strings.CutPrefix(strings.TrimSpace(f), "q3wgslice="); ok {
 					o.force.rotaryWGOneSliceRows, _ = strconv.Atoi(n)

@@ -37,6 +37,8 @@ type rotaryState struct {
 	normRowsMin              int        // steps of more rows normalise through k.rmsnormRows (MaxInt: none)
 	pf                       kvPrefetch // the decode attention's keys and values asked for ahead (kvprefetch.go)
 	fp32Logits               bool       // cuBLASLt's LM head writes fp32 logits too (logitsType)
+	ws                       wgMaps     // q3_gemm_ws.cu's tensor maps (q3_gemm_ws.go); nil maps where it is off
+	wsLaunches               int        // q3_gemm_ws.cu launches enqueued or captured (tests check that the path ran)
 	// f32 (Options.Float32): weights, activations and the KV cache in fp32
 	// through q3_f32.cu's kernels and cuBLASLt alone; the buffers and
 	// weights documented as bf16 below are fp32 then.
@@ -214,6 +216,9 @@ func (d *Device) initRotary(w *model.Weights, lr loweredRotary) error {
 		if err := d.resolveRotaryWG(); err != nil {
 			return err
 		}
+		if err := d.resolveRotaryGemmWS(); err != nil {
+			return err
+		}
 	}
 	if err := d.allocStages(inWords); err != nil {
 		return err
@@ -240,6 +245,10 @@ func (d *Device) freeRotary() {
 		q.attnMaps.arena.free()
 		q.attnMaps = wgMaps{}
 	}
+	if q.ws.arena != nil {
+		q.ws.arena.free()
+	}
+	q.ws = wgMaps{}
 	q.freeKVPrefetch(d.g.drv)
 }
 
@@ -393,8 +402,10 @@ func (s *rotaryStep) layersGemm() {
 		s.attention(l, w)
 		s.gemm("gemm_o", d.act.residual, dataR32F, s.q.act.att, w.o, s.q.NH*s.q.HD, d.cfg.Channels, true)
 		s.rmsnorm("rmsnorm_2", s.q.act.norm, 0, w.ln2, s.N)
-		s.gemm("gemm_gate_up", s.q.act.gateUp, s.q.actType(), s.q.act.norm, w.gateUp, d.cfg.Channels, 2*s.q.I, false)
-		s.swiglu()
+		if !s.gateUpSwiGLU(w) {
+			s.gemm("gemm_gate_up", s.q.act.gateUp, s.q.actType(), s.q.act.norm, w.gateUp, d.cfg.Channels, 2*s.q.I, false)
+			s.swiglu()
+		}
 		s.prefetchKV(l + 1)
 		s.gemm("gemm_down", d.act.residual, dataR32F, s.q.act.hidden, w.down, s.q.I, d.cfg.Channels, true)
 	}

@@ -65,13 +65,15 @@ func TestRotaryLogitsVsCPU(t *testing.T) {
 		{force: forcedPaths{cuBLASLt: true}}, {force: forcedPaths{rotaryWGOneSliceRows: 128}},
 		{force: forcedPaths{noRopeInAttention: true}}, {force: forcedPaths{noPrefillWG: true}},
 		{force: forcedPaths{kvPrefetchMB: -1}}, {force: forcedPaths{kvPrefetchMB: 1, kvPrefetchAnyRows: true}},
-		{force: forcedPaths{normRowsMin: 1}}} {
+		{force: forcedPaths{normRowsMin: 1}},
+		{force: forcedPaths{gemmWSMinRows: 1, noRotaryWG: true}}, {force: forcedPaths{gemmWSMinRows: 1, noRotaryWG: true, gemmWSCluster: 1}}} {
 		o.MaxStepTokens, o.MaxSeqs = 1024, 64
-		t.Run(fmt.Sprintf("noCUDAGraph=%v_chunkRows=%d_noPDL=%v_cuBLASLt=%v_wgOneSlice=%d_noRopeInAttention=%v_noPrefillWG=%v_kvPrefetch=%d,%v_normRowsMin=%d", o.NoCUDAGraph,
+		t.Run(fmt.Sprintf("noCUDAGraph=%v_chunkRows=%d_noPDL=%v_cuBLASLt=%v_wgOneSlice=%d_noRopeInAttention=%v_noPrefillWG=%v_kvPrefetch=%d,%v_normRowsMin=%d_gemmWS=%d,%d", o.NoCUDAGraph,
 			o.ChunkRows, o.force.noPDL, o.force.cuBLASLt, o.force.rotaryWGOneSliceRows, o.force.noRopeInAttention,
-			o.force.noPrefillWG, o.force.kvPrefetchMB, o.force.kvPrefetchAnyRows, o.force.normRowsMin), func(t *testing.T) {
+			o.force.noPrefillWG, o.force.kvPrefetchMB, o.force.kvPrefetchAnyRows, o.force.normRowsMin, o.force.gemmWSMinRows,
+			o.force.gemmWSCluster), func(t *testing.T) {
 			d := newTestDevice(t, w, o)
-			if wgBuilt := kernelArch(q3WGFile, d.g.arch, d.g.nv.major) != ""; wgBuilt && !o.force.cuBLASLt && !d.q3.wg.ok {
+			if wgBuilt := kernelArch(q3WGFile, d.g.arch, d.g.nv.major) != ""; wgBuilt && !o.force.cuBLASLt && !o.force.noRotaryWG && !d.q3.wg.ok {
 				t.Fatal("q3_wg.cu was built but its 17-128-row steps are off") // the first step has 78 rows
 			}
 			wantWG := kernelArch(q3AttnWGFile, d.g.arch, d.g.nv.major) != "" && !o.force.noPrefillWG
@@ -85,6 +87,12 @@ func TestRotaryLogitsVsCPU(t *testing.T) {
 				t.Fatal("no KV prefetch launched in the decode steps")
 			} else if o.force.kvPrefetchMB < 0 && d.q3.pf.forks != 0 {
 				t.Fatalf("%d KV prefetch launches with it off", d.q3.pf.forks)
+			}
+			// The steps here have at most 78 rows: q3_gemm_ws.cu takes their
+			// gate|up only where a test lowers its threshold (on sm_90a).
+			wsBuilt := kernelArch(q3GemmWSFile, d.g.arch, d.g.nv.major) != ""
+			if got, want := d.q3.wsLaunches > 0, wsBuilt && o.force.gemmWSMinRows > 0; got != want {
+				t.Fatalf("%d q3_gemm_ws.cu launches, want some: %v", d.q3.wsLaunches, want)
 			}
 		})
 	}

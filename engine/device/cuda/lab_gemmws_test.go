@@ -1,0 +1,104 @@
+//go:build cudalab
+
+package cuda
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"testing"
+	"unsafe"
+)
+
+// TestLabQ3GemmWSTime (ROSEINFER_LAB_GEMMWS=1, the lab's build) times
+// q3_gemm_ws.cu at Qwen3-0.6B's gate|up of a 16,384-token step (16,384 x
+// 1,024 x 6,144) in clusters of one and two, with and without SwiGLU,
+// beside cuBLASLt's bf16 GEMM of the same shape: numbers for a log, no
+// verdict (TestQ3GemmWS holds the values).
+func TestLabQ3GemmWSTime(t *testing.T) {
+	if os.Getenv("ROSEINFER_LAB_GEMMWS") != "1" {
+		t.Skip("set ROSEINFER_LAB_GEMMWS=1 to time q3_gemm_ws.cu")
+	}
+	g := wgTestGPU(t, q3GemmWSFile, q3GemmWSKernels)
+	for _, name := range q3GemmWSKernels {
+		if err := g.setMaxDynamicSmem(g.kernels[name], q3GemmWSSmem); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const M, K, N, reps = 16384, 1024, 6144, 20
+	r := rand.New(rand.NewPCG(1, 2))
+	x, W := randn(r, M*K, 1), randn(r, N*K, 0.03)
+	dx, dW := upload(t, g, toBF16(x)), upload(t, g, toBF16(W))
+	out := devBuf(t, g, 2*M*N)
+	arena, err := newCArena(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(arena.free)
+	host, _ := arena.alloc(3 * tensorMapBytes)
+	host = unsafe.Pointer((uintptr(host) + 63) &^ 63)
+	xp, wp := host, unsafe.Add(host, tensorMapBytes)
+	if err := g.encodeTensorMap(xp, arena, dx, M, K, K, q3GemmWSTileM); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.encodeTensorMap(wp, arena, dW, N, K, K, q3GemmWSWBox); err != nil {
+		t.Fatal(err)
+	}
+	start, err := g.drv.eventCreate(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, err := g.drv.eventCreate(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	timeIt := func(what string, launch func() error) {
+		if err := launch(); err != nil { // warm-up (and the cuBLASLt plan)
+			t.Fatal(err)
+		}
+		if err := g.drv.eventRecord(start, g.stream); err != nil {
+			t.Fatal(err)
+		}
+		for range reps {
+			if err := launch(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := g.drv.eventRecord(end, g.stream); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.sync(); err != nil {
+			t.Fatal(err)
+		}
+		ms, err := g.drv.eventElapsedMs(start, end)
+		if err != nil {
+			t.Fatal(err)
+		}
+		us := float64(ms) * 1000 / reps
+		t.Logf("%-32s %8.1f us", what, us)
+	}
+	for _, name := range q3GemmWSKernels {
+		for _, cluster := range []int{1, 2} {
+			timeIt(fmt.Sprintf("%s c%d M%d", name, cluster, M), func() error {
+				return g.q3GemmWS(name, out, uintptr(xp), uintptr(wp), M, K, N, q3GemmWSGroup, cluster)
+			})
+		}
+	}
+	timeIt("cuBLASLt bf16", func() error {
+		return g.blas.gemmTyped(g.stream, out, dataR16BF, N, dx, dW, dataR16BF, 0, M, K, N, epilogueDefault, false)
+	})
+	// The step's two launches against the fused one, by rows.
+	hidden := devBuf(t, g, M*N)
+	for _, m := range []int{129, 256, 512, 1024, 2048, 4096, 8192, 16384} {
+		timeIt(fmt.Sprintf("q3_gemm_ws_swiglu c2 M%d", m), func() error {
+			return g.q3GemmWS(q3GemmWSSwiGLU, hidden, uintptr(xp), uintptr(wp), m, K, N, q3GemmWSGroup, 2)
+		})
+		timeIt(fmt.Sprintf("cuBLASLt + q3_swiglu M%d", m), func() error {
+			if err := g.blas.gemmTyped(g.stream, out, dataR16BF, N, dx, dW, dataR16BF, 0, m, K, N, epilogueDefault, false); err != nil {
+				return err
+			}
+			gx, gy := q3SwiGLUGrid(m, N/2)
+			return g.launch(g.kernel("q3_swiglu"), gx, gy, 1, 256, 0, argPtr(hidden), argPtr(out), argInt(m), argInt(N/2))
+		})
+	}
+}

@@ -1,0 +1,116 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"unsafe"
+)
+
+// TestQ3GemmWS holds q3_gemm_ws.cu's two epilogues to float64 sums of the
+// same bf16 operands: row counts that end inside a 128-row tile, several
+// tiles a block (the persistent grid loops), K of one to sixteen k tiles.
+func TestQ3GemmWS(t *testing.T) {
+	g := wgTestGPU(t, q3GemmWSFile, q3GemmWSKernels)
+	for _, name := range q3GemmWSKernels {
+		if err := g.setMaxDynamicSmem(g.kernels[name], q3GemmWSSmem); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := rand.New(rand.NewPCG(53, 54))
+	for _, c := range []struct {
+		M, K, N, group, cluster int
+		name                    string
+	}{
+		{2048, 1024, 6144, q3GemmWSGroup, 1, q3GemmWSSwiGLU}, // Qwen3-0.6B's gate|up: 16 x 24 tiles, about 3 a block
+		{2048, 1024, 6144, q3GemmWSGroup, 2, q3GemmWSSwiGLU}, // pairs of row tiles sharing each weight tile
+		{2048, 1024, 6144, 5, 1, q3GemmWSSwiGLU},             // groups of 5 row tiles, the last one of 1
+		{300, 1024, 6144, q3GemmWSGroup, 1, q3GemmWSSwiGLU},
+		{300, 1024, 6144, 6, 2, q3GemmWSSwiGLU}, // 3 row tiles: the second pair's second block past M
+		{129, 192, 512, 0, 1, q3GemmWSSwiGLU},   // column tile outermost
+		{1000, 1024, 4096, 3, 1, q3GemmWSOut},
+		{1000, 1024, 4096, 0, 2, q3GemmWSOut},
+		{77, 64, 256, q3GemmWSGroup, 2, q3GemmWSOut},
+	} {
+		t.Run(fmt.Sprintf("%s_M%d_K%d_N%d_group%d_cluster%d", c.name, c.M, c.K, c.N, c.group, c.cluster), func(t *testing.T) {
+			runQ3GemmWSCase(t, testGPU(t), r, c.M, c.K, c.N, c.group, c.cluster, c.name)
+		})
+	}
+}
+
+func runQ3GemmWSCase(t *testing.T, g *gpu, r *rand.Rand, M, K, N, group, cluster int, name string) {
+	x := make([]float32, M*K)
+	for i, v := range randn(r, M*K, 1) {
+		x[i] = bf16Round(v)
+	}
+	W := make([]float32, N*K)
+	for i, v := range randn(r, N*K, 1/float32(math.Sqrt(float64(K)))) {
+		W[i] = bf16Round(v)
+	}
+	cols := N
+	if name == q3GemmWSSwiGLU {
+		cols = N / 2
+	}
+	out := devBuf(t, g, 2*(M+1)*cols) // NaN in bf16: a row past M must stay so
+	dx, dW := upload(t, g, toBF16(x)), upload(t, g, toBF16(W))
+	arena, err := newCArena(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(arena.free)
+	host, _ := arena.alloc(3 * tensorMapBytes)
+	host = unsafe.Pointer((uintptr(host) + 63) &^ 63)
+	xp, wp := host, unsafe.Add(host, tensorMapBytes)
+	if err := g.encodeTensorMap(xp, arena, dx, M, K, K, q3GemmWSTileM); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.encodeTensorMap(wp, arena, dW, N, K, K, q3GemmWSWBox); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.q3GemmWS(name, out, uintptr(xp), uintptr(wp), M, K, N, group, cluster); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.sync(); err != nil {
+		t.Fatal(err)
+	}
+	got := download[uint16](t, g, out, (M+1)*cols)
+	dot := func(m, n int) float64 {
+		acc := 0.0
+		for k := 0; k < K; k++ {
+			acc += float64(x[m*K+k]) * float64(W[n*K+k])
+		}
+		return acc
+	}
+	// Large cases check the values of every eighth row and of each tile's
+	// last eight (the float64 sums of all would take the host minutes).
+	checkRow := func(m int) bool { return M <= 512 || m%8 == 0 || m%q3GemmWSTileM >= q3GemmWSTileM-8 }
+	worst := 0.0
+	for m := 0; m <= M; m++ {
+		for n := 0; n < cols; n++ {
+			v := float64(bf16ToF32(got[m*cols+n]))
+			if m == M {
+				if !math.IsNaN(v) {
+					t.Fatalf("row %d (of %d) column %d was written: %v", m, M, n, v)
+				}
+				continue
+			}
+			if !checkRow(m) {
+				if math.IsNaN(v) {
+					t.Fatalf("row %d column %d was not written", m, n)
+				}
+				continue
+			}
+			want := dot(m, n)
+			if name == q3GemmWSSwiGLU {
+				gate, up := dot(m, 2*n), dot(m, 2*n+1)
+				want = gate / (1 + math.Exp(-gate)) * up
+			}
+			if tol := 1e-3 + math.Abs(want)/128; math.IsNaN(v) || math.Abs(v-want) > tol {
+				t.Fatalf("row %d column %d: got %v, want %v (tolerance %.2g)", m, n, v, want, tol)
+			}
+			worst = max(worst, math.Abs(v-want)/(1+math.Abs(want)))
+		}
+	}
+	t.Logf("worst error %.3g relative to 1 + |want|", worst)
+}
