@@ -55,35 +55,22 @@ func init() {
 			case "q3fp32logits":
 				o.force.rotaryFP32Logits = true
 			default:
-				if n, ok := strings.CutPrefix(strings.TrimSpace(f), "rowsblocks="); ok {
-					o.force.rowsBlocks, _ = strconv.Atoi(n)
-				}
-				if n, ok := strings.CutPrefix(strings.TrimSpace(f), "q3wgcluster="); ok {
-					o.force.rotaryWGCluster, _ = strconv.Atoi(n)
-				}
-				if n, ok := strings.CutPrefix(strings.TrimSpace(f), "ropefoldrows="); ok {
-					o.force.ropeInAttentionRows, _ = strconv.Atoi(n)
-				}
-				if n, ok := strings.CutPrefix(strings.TrimSpace(f), "kvprefetchmb="); ok {
-					o.force.kvPrefetchMB, _ = strconv.Atoi(n)
-				}
-				if n, ok := strings.CutPrefix(strings.TrimSpace(f), "normrowsmin="); ok {
-					o.force.normRowsMin, _ = strconv.Atoi(n)
-				}
-				if n, ok := strings.CutPrefix(strings.TrimSpace(f), "gemmwsminrows="); ok {
-					o.force.gemmWSMinRows, _ = strconv.Atoi(n)
-				}
-				if n, ok := strings.CutPrefix(strings.TrimSpace(f), "gemmwscluster="); ok {
-					o.force.gemmWSCluster, _ = strconv.Atoi(n)
-				}
-				if n, ok := strings.CutPrefix(strings.TrimSpace(f), "gemmwsgroup="); ok {
-					o.force.gemmWSGroup, _ = strconv.Atoi(n)
-				}
-				if n, ok := strings.CutPrefix(strings.TrimSpace(f), "q3wgslice="); ok {
-					o.force.rotaryWGOneSliceRows, _ = strconv.Atoi(n)
+				name, n, ok := strings.Cut(strings.TrimSpace(f), "=")
+				if dst := labIntSwitch(&o.force, name); ok && dst != nil {
+					*dst, _ = strconv.Atoi(n)
 				}
 			}
 		}
 	})
 	labKernelDir = os.Getenv("ROSEINFER_CUDA_KERNELS")
+}
+
+// labIntSwitch is the forcedPaths field that ROSEINFER_CUDA_FORCE's
+// "name=N" sets, or nil.
+func labIntSwitch(f *forcedPaths, name string) *int {
+	return map[string]*int{
+		"rowsblocks": &f.rowsBlocks, "q3wgcluster": &f.rotaryWGCluster, "ropefoldrows": &f.ropeInAttentionRows,
+		"kvprefetchmb": &f.kvPrefetchMB, "normrowsmin": &f.normRowsMin, "gemmwsminrows": &f.gemmWSMinRows,
+		"gemmwscluster": &f.gemmWSCluster, "gemmwsgroup": &f.gemmWSGroup, "q3wgslice": &f.rotaryWGOneSliceRows,
+	}[name]
 }

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"testing"
-	"unsafe"
 )
 
 // TestLabQ3GemmWSTime (ROSEINFER_LAB_GEMMWS=1, the lab's build) times
@@ -30,20 +29,7 @@ func TestLabQ3GemmWSTime(t *testing.T) {
 	x, W := randn(r, M*K, 1), randn(r, N*K, 0.03)
 	dx, dW := upload(t, g, toBF16(x)), upload(t, g, toBF16(W))
 	out := devBuf(t, g, 2*M*N)
-	arena, err := newCArena(4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(arena.free)
-	host, _ := arena.alloc(3 * tensorMapBytes)
-	host = unsafe.Pointer((uintptr(host) + 63) &^ 63)
-	xp, wp := host, unsafe.Add(host, tensorMapBytes)
-	if err := g.encodeTensorMap(xp, arena, dx, M, K, K, q3GemmWSTileM); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.encodeTensorMap(wp, arena, dW, N, K, K, q3GemmWSWBox); err != nil {
-		t.Fatal(err)
-	}
+	xp, wp := testGemmWSMaps(t, g, dx, M, K, dW, N)
 	start, err := g.drv.eventCreate(0)
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +66,7 @@ func TestLabQ3GemmWSTime(t *testing.T) {
 	for _, name := range q3GemmWSKernels {
 		for _, cluster := range []int{1, 2} {
 			timeIt(fmt.Sprintf("%s c%d M%d", name, cluster, M), func() error {
-				return g.q3GemmWS(name, out, uintptr(xp), uintptr(wp), M, K, N, q3GemmWSGroup, cluster)
+				return g.q3GemmWS(name, out, xp, wp, M, K, N, q3GemmWSGroup, cluster)
 			})
 		}
 	}
@@ -91,7 +77,7 @@ func TestLabQ3GemmWSTime(t *testing.T) {
 	hidden := devBuf(t, g, M*N)
 	for _, m := range []int{129, 256, 512, 1024, 2048, 4096, 8192, 16384} {
 		timeIt(fmt.Sprintf("q3_gemm_ws_swiglu c2 M%d", m), func() error {
-			return g.q3GemmWS(q3GemmWSSwiGLU, hidden, uintptr(xp), uintptr(wp), m, K, N, q3GemmWSGroup, 2)
+			return g.q3GemmWS(q3GemmWSSwiGLU, hidden, xp, wp, m, K, N, q3GemmWSGroup, 2)
 		})
 		timeIt(fmt.Sprintf("cuBLASLt + q3_swiglu M%d", m), func() error {
 			if err := g.blas.gemmTyped(g.stream, out, dataR16BF, N, dx, dW, dataR16BF, 0, m, K, N, epilogueDefault, false); err != nil {
