@@ -84,6 +84,18 @@ __device__ __forceinline__ void ws_release(uint32_t bar, uint32_t csize) {
     }
 }
 
+// ws_store_piece writes piece e (of 1,024: 64 rows of sixteen 16-byte
+// chunks) of a consumer's staged SwiGLU outputs (ob, rows of 256 bytes,
+// chunks swizzled by row) to out's rows m0 .. of M and columns c0 ...
+__device__ __forceinline__ void ws_store_piece(uint32_t ob, int e, bf16_t* out, int m0, int c0, int M, int ldo) {
+    const int r = e / 16, ch = e % 16;
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "r"(ob + r * 256 + (ch ^ (r & 7)) * 16));
+    if (m0 + r < M) *reinterpret_cast<uint4*>(out + (size_t)(m0 + r) * ldo + c0 + 8 * ch) = v;
+}
+
 template <int MODE>
 __device__ __forceinline__ void q3_gemm_ws_impl(const void* tx, const void* tw, bf16_t* out, int M, int K, int N, int group) {
     extern __shared__ unsigned char ws_raw[];
@@ -133,8 +145,11 @@ __device__ __forceinline__ void q3_gemm_ws_impl(const void* tx, const void* tw, 
             }
         }
     } else {
-        const int c = wg - 1, warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32;
-        int it = 0;
+        const int c = wg - 1, warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32, tid = threadIdx.x % 128;
+        const uint32_t ob = base + WS_STAGES * WS_STAGE + c * WS_OUT_BYTES;
+        // The last tile's staged outputs go out during this tile's mainloop,
+        // a piece a k tile while the warp waits for its MMAs (pm0 < 0: none).
+        int it = 0, pm0 = -1, pc0 = 0, pdone = 0;
         for (int t = cid; t < tiles; t += nclusters) {
             int mi, ni;
             ws_tile(t, mgroups, nt, cgroup, mi, ni);
@@ -152,9 +167,11 @@ __device__ __forceinline__ void q3_gemm_ws_impl(const void* tx, const void* tw, 
 #pragma unroll
                 for (int kk = 0; kk < WS_BK / 16; kk++) wgmma_n256(acc, wg_desc(a + kk * 32), wg_desc(b + kk * 32));
                 asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+                if (MODE == WS_SWIGLU && pm0 >= 0 && pdone < 8) ws_store_piece(ob, tid + 128 * pdone++, out, pm0, pc0, M, N / 2);
                 asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
                 if (lane == 0) ws_release(eb + 8 * s, csize);  // this warp is done with the stage
             }
+            for (; MODE == WS_SWIGLU && pm0 >= 0 && pdone < 8; pdone++) ws_store_piece(ob, tid + 128 * pdone, out, pm0, pc0, M, N / 2);
 #pragma unroll
             for (int i = 0; i < 128; i++) asm volatile("" : "+f"(acc[i])::"memory");
             // Thread (warp, lane) holds rows 16 warp + lane / 4 (+ 8) and columns
@@ -166,15 +183,14 @@ __device__ __forceinline__ void q3_gemm_ws_impl(const void* tx, const void* tw, 
             // eight rows, four times the L2 write traffic. q3_gemm_ws_out (a
             // check of the mainloop) stores from the fragments.
             if (MODE == WS_SWIGLU) {
-                const uint32_t ob = base + WS_STAGES * WS_STAGE + c * WS_OUT_BYTES;
                 asm volatile("bar.sync %0, 128;" ::"r"(1 + c) : "memory");  // the last tile's rows are out
                 // Lane (g, q) holds gate and up of output 4 j + q of rows g and
                 // g + 8 (of its warp's 16) for each n8 group j, and stores it
                 // alone (no shuffles to gather a quad's four), rounded by
-                // cvt.rn: the epilogue does not overlap the mainloop, so its
-                // instructions are the kernel's (tanh.approx for the sigmoid
-                // would save a MUFU op but is ~2^-11 off, several times bf16's
-                // rounding in SiLU's negative tail).
+                // cvt.rn: this part of the epilogue does not overlap the
+                // mainloop, so its instructions are the kernel's (tanh.approx
+                // for the sigmoid would save a MUFU op but is ~2^-11 off,
+                // several times bf16's rounding in SiLU's negative tail).
                 const int r0 = 16 * warp + lane / 4, sw = r0 & 7;  // rows r0 and r0 + 8 share the swizzle
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
@@ -190,14 +206,7 @@ __device__ __forceinline__ void q3_gemm_ws_impl(const void* tx, const void* tw, 
                     }
                 }
                 asm volatile("bar.sync %0, 128;" ::"r"(1 + c) : "memory");
-                for (int i = threadIdx.x % 128; i < 64 * 16; i += 128) {
-                    const int r = i / 16, ch = i % 16;
-                    uint4 v;
-                    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-                                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                                 : "r"(ob + r * 256 + (ch ^ (r & 7)) * 16));
-                    if (m0 + r < M) *reinterpret_cast<uint4*>(out + (size_t)(m0 + r) * (N / 2) + n0 / 2 + 8 * ch) = v;
-                }
+                pm0 = m0, pc0 = n0 / 2, pdone = 0;  // out during the next tile's mainloop, or after the last
             } else {
 #pragma unroll
                 for (int j = 0; j < WS_BN / 8; j++) {
@@ -209,6 +218,7 @@ __device__ __forceinline__ void q3_gemm_ws_impl(const void* tx, const void* tw, 
                 }
             }
         }
+        for (; MODE == WS_SWIGLU && pm0 >= 0 && pdone < 8; pdone++) ws_store_piece(ob, tid + 128 * pdone, out, pm0, pc0, M, N / 2);
     }
     // No block leaves while another may still multicast into its stages or
     // arrive on its barriers.
