@@ -79,6 +79,14 @@ func wgTestGPU(t *testing.T, file string, kernels []string) *gpu {
 // the test frees at its end, returning their addresses.
 func testWGMaps(t *testing.T, g *gpu, x devPtr, M, K, ldx int, w devPtr, OC int) (xMap, wMap uintptr) {
 	t.Helper()
+	return testTMAMaps(t, g, x, M, K, ldx, wgTileM, w, OC, wgWeightBoxRows)
+}
+
+// testTMAMaps encodes the tensor maps of x (M x K, rows ldx apart, boxes of
+// xBox rows) and W (OC x K, boxes of wBox rows) in C memory the test frees
+// at its end, returning their addresses.
+func testTMAMaps(t *testing.T, g *gpu, x devPtr, M, K, ldx, xBox int, w devPtr, OC, wBox int) (xMap, wMap uintptr) {
+	t.Helper()
 	arena, err := newCArena(4096)
 	if err != nil {
 		t.Fatal(err)
@@ -87,10 +95,10 @@ func testWGMaps(t *testing.T, g *gpu, x devPtr, M, K, ldx int, w devPtr, OC int)
 	host, _ := arena.alloc(3 * tensorMapBytes)
 	host = unsafe.Pointer((uintptr(host) + 63) &^ 63) // CUtensorMap is 64-byte aligned
 	xp, wp := host, unsafe.Add(host, tensorMapBytes)
-	if err := g.encodeTensorMap(xp, arena, x, M, K, ldx, wgTileM); err != nil {
+	if err := g.encodeTensorMap(xp, arena, x, M, K, ldx, xBox); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.encodeTensorMap(wp, arena, w, OC, K, K, wgWeightBoxRows); err != nil {
+	if err := g.encodeTensorMap(wp, arena, w, OC, K, K, wBox); err != nil {
 		t.Fatal(err)
 	}
 	return uintptr(xp), uintptr(wp)

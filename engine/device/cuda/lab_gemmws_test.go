@@ -29,7 +29,7 @@ func TestLabQ3GemmWSTime(t *testing.T) {
 	x, W := randn(r, M*K, 1), randn(r, N*K, 0.03)
 	dx, dW := upload(t, g, toBF16(x)), upload(t, g, toBF16(W))
 	out := devBuf(t, g, 2*M*N)
-	xp, wp := testGemmWSMaps(t, g, dx, M, K, dW, N)
+	xp, wp := testTMAMaps(t, g, dx, M, K, K, q3GemmWSTileM, dW, N, q3GemmWSWBox)
 	start, err := g.drv.eventCreate(0)
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
-	"unsafe"
 )
 
 // TestQ3GemmWS holds q3_gemm_ws.cu's two epilogues to float64 sums of the
@@ -54,7 +53,7 @@ func runQ3GemmWSCase(t *testing.T, g *gpu, r *rand.Rand, M, K, N, group, cluster
 	}
 	out := devBuf(t, g, 2*(M+1)*cols) // NaN in bf16: a row past M must stay so
 	dx, dW := upload(t, g, toBF16(x)), upload(t, g, toBF16(W))
-	xp, wp := testGemmWSMaps(t, g, dx, M, K, dW, N)
+	xp, wp := testTMAMaps(t, g, dx, M, K, K, q3GemmWSTileM, dW, N, q3GemmWSWBox)
 	if err := g.q3GemmWS(name, out, xp, wp, M, K, N, group, cluster); err != nil {
 		t.Fatal(err)
 	}
@@ -100,25 +99,4 @@ func runQ3GemmWSCase(t *testing.T, g *gpu, r *rand.Rand, M, K, N, group, cluster
 		}
 	}
 	t.Logf("worst error %.3g relative to 1 + |want|", worst)
-}
-
-// testGemmWSMaps encodes q3_gemm_ws.cu's tensor maps of x (M x K) and W (N x
-// K) in C memory the test frees at its end, returning their addresses.
-func testGemmWSMaps(t *testing.T, g *gpu, dx devPtr, M, K int, dW devPtr, N int) (xMap, wMap uintptr) {
-	t.Helper()
-	arena, err := newCArena(4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(arena.free)
-	host, _ := arena.alloc(3 * tensorMapBytes)
-	host = unsafe.Pointer((uintptr(host) + 63) &^ 63) // CUtensorMap is 64-byte aligned
-	xp, wp := host, unsafe.Add(host, tensorMapBytes)
-	if err := g.encodeTensorMap(xp, arena, dx, M, K, K, q3GemmWSTileM); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.encodeTensorMap(wp, arena, dW, N, K, K, q3GemmWSWBox); err != nil {
-		t.Fatal(err)
-	}
-	return uintptr(xp), uintptr(wp)
 }
