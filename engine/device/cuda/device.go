@@ -164,6 +164,14 @@ type wgMaps struct {
 	arena *cArena
 }
 
+// free releases the maps' C memory and forgets them.
+func (m *wgMaps) free() {
+	if m.arena != nil {
+		m.arena.free()
+	}
+	*m = wgMaps{}
+}
+
 // numStages is how many steps may be in flight at once.
 const numStages = 2
 
@@ -595,10 +603,7 @@ func (d *Device) closeLocked() {
 		g.drv.memFree(p)
 	}
 	d.act, d.cache.base, d.w.base = activations{}, 0, 0
-	if d.tma.arena != nil {
-		d.tma.arena.free()
-	}
-	d.tma = wgMaps{}
+	d.tma.free()
 	for i := range d.queue.stage {
 		g.drv.hostFree(d.queue.stage[i].inPtr)
 		g.drv.hostFree(d.queue.stage[i].outPtr)

@@ -41,8 +41,8 @@ const (
 var q3GemmWSKernels = []string{q3GemmWSSwiGLU, q3GemmWSOut}
 
 // q3GemmWS launches name over rows x N (K deep): a persistent grid of at
-// most a block an SM; xMap and wMap are tensor maps of x (boxes of 128 rows)
-// and W (boxes of 256 rows), passed by value.
+// most a block an SM; xMap and wMap are tensor maps of x (boxes of
+// q3GemmWSTileM rows) and W (boxes of q3GemmWSWBox rows), passed by value.
 func (g *gpu) q3GemmWS(name string, out devPtr, xMap, wMap uintptr, rows, K, N, group, cluster int) error {
 	if K%wgTileK != 0 || N%q3GemmWSTileN != 0 || rows <= 0 || cluster < 1 || cluster > 2 {
 		return fmt.Errorf("cuda: %s takes K a multiple of %d, N of %d and clusters of 1 or 2, got %d x %d x %d, cluster %d",

@@ -142,9 +142,7 @@ func (d *Device) resolveRotaryWG() error {
 
 // freeRotaryWG releases the tensor maps' C memory.
 func (q *rotaryState) freeRotaryWG() {
-	if q.wg.tma.arena != nil {
-		q.wg.tma.arena.free()
-	}
+	q.wg.tma.free()
 	q.wg = rotaryWG{}
 }
 

@@ -241,14 +241,8 @@ func (d *Device) freeRotary() {
 	}
 	q.act, q.w.base = rotaryActs{}, 0
 	q.freeRotaryWG()
-	if q.attnMaps.arena != nil {
-		q.attnMaps.arena.free()
-		q.attnMaps = wgMaps{}
-	}
-	if q.ws.arena != nil {
-		q.ws.arena.free()
-	}
-	q.ws = wgMaps{}
+	q.attnMaps.free()
+	q.ws.free()
 	q.freeKVPrefetch(d.g.drv)
 }
 

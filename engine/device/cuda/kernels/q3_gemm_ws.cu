@@ -18,12 +18,13 @@
 // operands in shared memory (wg.cuh's descriptors), 128 fp32 accumulators a
 // thread. A consumer waits for its own MMAs over a stage and releases it at
 // once (the other consumer's MMAs keep the tensor cores busy meanwhile; a
-// release one k tile late measured the same), then applies SwiGLU and
-// writes the tile's outputs through shared memory while the producer fills
-// the next tile's stages. On the H100 at 16,384 x 1,024 x 6,144 the
-// mainloop alone took 242 us against cuBLASLt's 252-260 for the plain GEMM,
-// and the epilogue, which does not overlap it, 53 more. No setmaxnreg: the
-// 168 registers a thread that 384 threads leave hold a consumer's 128 sums.
+// release one k tile late measured the same), then applies SwiGLU into
+// shared memory while the producer fills the next tile's stages; the
+// global stores of those outputs run during the next tile's mainloop. On
+// the H100 at 16,384 x 1,024 x 6,144 the mainloop alone took 242 us against
+// cuBLASLt's 252-260 for the plain GEMM, the whole kernel 291. No
+// setmaxnreg: the 168 registers a thread that 384 threads leave hold a
+// consumer's 128 sums.
 #define WG_BF16 1
 #define WG_MAX_KT 1  // wg.cuh's one-block kernel is not instantiated here
 #include "wg.cuh"
