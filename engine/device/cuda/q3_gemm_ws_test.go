@@ -39,14 +39,8 @@ func TestQ3GemmWS(t *testing.T) {
 }
 
 func runQ3GemmWSCase(t *testing.T, g *gpu, r *rand.Rand, M, K, N, group, cluster int, name string) {
-	x := make([]float32, M*K)
-	for i, v := range randn(r, M*K, 1) {
-		x[i] = bf16Round(v)
-	}
-	W := make([]float32, N*K)
-	for i, v := range randn(r, N*K, 1/float32(math.Sqrt(float64(K)))) {
-		W[i] = bf16Round(v)
-	}
+	x := roundBF16(randn(r, M*K, 1))
+	W := roundBF16(randn(r, N*K, 1/float32(math.Sqrt(float64(K)))))
 	cols := N
 	if name == q3GemmWSSwiGLU {
 		cols = N / 2

@@ -50,14 +50,8 @@ func TestQ3Wgmma(t *testing.T) {
 
 func runQ3WGCase(t *testing.T, g *gpu, r *rand.Rand, M, K, OC, mode, bn, splits, cluster int) {
 	ldx := K + 64 // rows of x further apart than K: the map's stride is honoured
-	x := make([]float32, M*ldx)
-	for i, v := range randn(r, M*ldx, 1) {
-		x[i] = bf16Round(v)
-	}
-	W := make([]float32, OC*K)
-	for i, v := range randn(r, OC*K, 1/float32(math.Sqrt(float64(K)))) {
-		W[i] = bf16Round(v)
-	}
+	x := roundBF16(randn(r, M*ldx, 1))
+	W := roundBF16(randn(r, OC*K, 1/float32(math.Sqrt(float64(K)))))
 	cols := OC // output columns a row
 	if mode == wgSwiGLUBF16 {
 		cols = OC / 2
