@@ -75,6 +75,7 @@ type forcedPaths struct {
 	rotaryFP32Logits     bool // the rotary block's cuBLASLt LM head writes fp32 logits (not bf16)
 	normRowsMin          int  // q3_rmsnorm_rows takes steps of more than this many rows (0: rotaryNormRowsMin; negative: none)
 	noGemmWS             bool // gate|up through cuBLASLt and q3_swiglu in every step (no q3_gemm_ws.cu)
+	noGemmWSQKV          bool // q|k|v through cuBLASLt and q3_qk_rope_kv in every step (q3_gemm_ws.cu's gate|up kept)
 	gemmWSMinRows        int  // the fewest rows whose gate|up takes q3_gemm_ws.cu (0: q3GemmWSMinRows)
 	gemmWSGroup          int  // q3_gemm_ws.cu's row tiles a group of its tile order (0: q3GemmWSGroup; negative: column tile outermost)
 	gemmWSCluster        int  // q3_gemm_ws.cu in clusters of this many blocks sharing each weight tile (0: q3GemmWSCluster)

@@ -22,9 +22,10 @@ import (
 //     budget a layer (kvprefetch.go), "q3fp32logits" has the rotary
 //     block's cuBLASLt LM head write fp32 logits, "normrowsmin=N"
 //     sends the RMSNorms of steps of more than N rows through
-//     q3_rmsnorm_rows (-1: none), "nogemmws" keeps gate|up on cuBLASLt
-//     and q3_swiglu (no q3_gemm_ws.cu), "gemmwsminrows=N" sends the gate|up
-//     of steps of at least N rows through it, "gemmwscluster=N" launches it
+//     q3_rmsnorm_rows (-1: none), "nogemmws" keeps gate|up and q|k|v on
+//     cuBLASLt, q3_swiglu and q3_qk_rope_kv (no q3_gemm_ws.cu),
+//     "nogemmwsqkv" q|k|v alone, "gemmwsminrows=N" sends the gate|up and
+//     q|k|v of steps of at least N rows through it, "gemmwscluster=N" launches it
 //     in clusters of N blocks (1: none), "gemmwsgroup=N" walks its tiles in
 //     groups of N row tiles (-1: column tile outermost), "q3wgcluster=N"
 //     launches q3_wg.cu in clusters of N, "q3wgslice=N" sends q|k|v and
@@ -50,6 +51,8 @@ func init() {
 				o.force.decodeInBatchOrder = true
 			case "nogemmws":
 				o.force.noGemmWS = true
+			case "nogemmwsqkv":
+				o.force.noGemmWSQKV = true
 			case "nokvprefetch":
 				o.force.kvPrefetchMB = -1
 			case "q3fp32logits":

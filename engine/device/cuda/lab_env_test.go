@@ -22,12 +22,12 @@ func TestLabIntSwitch(t *testing.T) {
 			t.Errorf("%q sets a field", name)
 		}
 	}
-	t.Setenv("ROSEINFER_CUDA_FORCE", "nogemmws, gemmwsminrows=512,q3wgcluster=2")
+	t.Setenv("ROSEINFER_CUDA_FORCE", "nogemmws, gemmwsminrows=512,q3wgcluster=2,nogemmwsqkv")
 	var o Options
 	for _, apply := range labOptions {
 		apply(&o)
 	}
-	if !o.force.noGemmWS || o.force.gemmWSMinRows != 512 || o.force.rotaryWGCluster != 2 {
+	if !o.force.noGemmWS || !o.force.noGemmWSQKV || o.force.gemmWSMinRows != 512 || o.force.rotaryWGCluster != 2 {
 		t.Errorf("ROSEINFER_CUDA_FORCE parsed to %+v", o.force)
 	}
 }

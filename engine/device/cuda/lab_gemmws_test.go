@@ -12,8 +12,9 @@ import (
 // TestLabQ3GemmWSTime (ROSEINFER_LAB_GEMMWS=1, the lab's build) times
 // q3_gemm_ws.cu at Qwen3-0.6B's gate|up of a 16,384-token step (16,384 x
 // 1,024 x 6,144) in clusters of one and two, with and without SwiGLU,
-// beside cuBLASLt's bf16 GEMM of the same shape: numbers for a log, no
-// verdict (TestQ3GemmWS holds the values).
+// beside cuBLASLt's bf16 GEMM of the same shape, and its q|k|v (4,096
+// columns) against cuBLASLt and q3_qk_rope_kv: numbers for a log, no
+// verdict (TestQ3GemmWS and TestQ3GemmWSQKV hold the values).
 func TestLabQ3GemmWSTime(t *testing.T) {
 	if os.Getenv("ROSEINFER_LAB_GEMMWS") != "1" {
 		t.Skip("set ROSEINFER_LAB_GEMMWS=1 to time q3_gemm_ws.cu")
@@ -63,7 +64,7 @@ func TestLabQ3GemmWSTime(t *testing.T) {
 		us := float64(ms) * 1000 / reps
 		t.Logf("%-32s %8.1f us", what, us)
 	}
-	for _, name := range q3GemmWSKernels {
+	for _, name := range []string{q3GemmWSSwiGLU, q3GemmWSOut} {
 		for _, cluster := range []int{1, 2} {
 			timeIt(fmt.Sprintf("%s c%d M%d", name, cluster, M), func() error {
 				return g.q3GemmWS(name, out, xp, wp, M, K, N, q3GemmWSGroup, cluster)
@@ -85,6 +86,37 @@ func TestLabQ3GemmWSTime(t *testing.T) {
 			}
 			gx, gy := q3SwiGLUGrid(m, N/2)
 			return g.launch(g.kernel("q3_swiglu"), gx, gy, 1, 256, 0, argPtr(hidden), argPtr(out), argInt(m), argInt(N/2))
+		})
+	}
+	// q|k|v: N 4,096 (16 query heads, 8 KV heads), each row's slot its own.
+	const NH, NKV, HD, B, NQKV = 16, 8, rotaryHeadDim, 16, 4096
+	slots := make([]int32, M)
+	for i := range slots {
+		slots[i] = int32(i)
+	}
+	rope := make([]float32, M*HD)
+	for i := 0; i < len(rope); i += 2 {
+		rope[i], rope[i+1] = 0.6, 0.8
+	}
+	norm := make([]float32, HD)
+	for d := range norm {
+		norm[d] = 1
+	}
+	dslots, drope, dnorm := upload(t, g, slots), upload(t, g, rope), upload(t, g, norm)
+	kc, vc := devBuf(t, g, 2*M*NKV*HD), devBuf(t, g, 2*M*NKV*HD)
+	_, wq := testTMAMaps(t, g, dx, M, K, K, q3GemmWSTileM, dW, NQKV, q3GemmWSWBox)
+	for _, m := range []int{1024, 2048, 4096, 8192, 16384} {
+		timeIt(fmt.Sprintf("q3_gemm_ws_qkv c2 M%d", m), func() error {
+			return g.q3GemmWS(q3GemmWSQKV, out, xp, wq, m, K, NQKV, q3GemmWSGroup, 2,
+				q3GemmWSQKVArgs(kc, vc, dnorm, dnorm, drope, dslots, NH, NKV, B, 1e-6)...)
+		})
+		timeIt(fmt.Sprintf("cuBLASLt + q3_qk_rope_kv M%d", m), func() error {
+			if err := g.blas.gemmTyped(g.stream, out, dataR16BF, NQKV, dx, dW, dataR16BF, 0, m, K, NQKV, epilogueDefault, false); err != nil {
+				return err
+			}
+			warps := m * ceilDiv(NH+2*NKV, rotaryRopeHeads)
+			return g.launch(g.kernel("q3_qk_rope_kv"), ceilDiv(warps, 4), 1, 1, 128, 0, argPtr(out), argPtr(kc), argPtr(vc),
+				argPtr(dnorm), argPtr(dnorm), argPtr(drope), argPtr(dslots), argInt(m), argInt(NH), argInt(NKV), argInt(B), argF32(1e-6))
 		})
 	}
 }

@@ -16,13 +16,17 @@ import (
 // batch-256 decode step (a CUDA graph, where cuBLASLt's kernel overlaps its
 // neighbours differently) took 4.653-4.661 ms through it against
 // 4.625-4.626, so decode steps keep cuBLASLt.
+// The same kernel takes q|k|v with q3_qk_rope_kv's work in its epilogue
+// (q3_gemm_ws_qkv) in the same steps.
 // docs/cuda.md has the design and what it took to get there. The lab's
-// ROSEINFER_CUDA_FORCE=nogemmws keeps cuBLASLt and q3_swiglu for A/Bs.
+// ROSEINFER_CUDA_FORCE=nogemmws keeps cuBLASLt, q3_swiglu and
+// q3_qk_rope_kv for A/Bs, nogemmwsqkv the last two for q|k|v only.
 
 const (
 	q3GemmWSFile    = "q3_gemm_ws.cu"
 	q3GemmWSSwiGLU  = "q3_gemm_ws_swiglu"
 	q3GemmWSOut     = "q3_gemm_ws_out"
+	q3GemmWSQKV     = "q3_gemm_ws_qkv"
 	q3GemmWSTileM   = 128                                       // WS_BM
 	q3GemmWSTileN   = 256                                       // WS_BN
 	q3GemmWSWBox    = 128                                       // WS_WBOX_ROWS: weight rows a TMA box
@@ -38,12 +42,13 @@ const (
 	q3GemmWSCluster = 2
 )
 
-var q3GemmWSKernels = []string{q3GemmWSSwiGLU, q3GemmWSOut}
+var q3GemmWSKernels = []string{q3GemmWSSwiGLU, q3GemmWSOut, q3GemmWSQKV}
 
 // q3GemmWS launches name over rows x N (K deep): a persistent grid of at
 // most a block an SM; xMap and wMap are tensor maps of x (boxes of
-// q3GemmWSTileM rows) and W (boxes of q3GemmWSWBox rows), passed by value.
-func (g *gpu) q3GemmWS(name string, out devPtr, xMap, wMap uintptr, rows, K, N, group, cluster int) error {
+// q3GemmWSTileM rows) and W (boxes of q3GemmWSWBox rows), passed by value;
+// epilogue holds q3_gemm_ws_qkv's arguments past group (q3GemmWSQKVArgs).
+func (g *gpu) q3GemmWS(name string, out devPtr, xMap, wMap uintptr, rows, K, N, group, cluster int, epilogue ...uint64) error {
 	if K%wgTileK != 0 || N%q3GemmWSTileN != 0 || rows <= 0 || cluster < 1 || cluster > 2 {
 		return fmt.Errorf("cuda: %s takes K a multiple of %d, N of %d and clusters of 1 or 2, got %d x %d x %d, cluster %d",
 			name, wgTileK, q3GemmWSTileN, rows, K, N, cluster)
@@ -52,14 +57,31 @@ func (g *gpu) q3GemmWS(name string, out devPtr, xMap, wMap uintptr, rows, K, N, 
 	tiles := ceilDiv(ceilDiv(rows, q3GemmWSTileM), cluster) * (N / q3GemmWSTileN)
 	grid := cluster * min(tiles, g.smCount/cluster)
 	return g.launchClusterRefs(g.kernel(name), 1, grid, 1, cluster, q3GemmWSBlock, q3GemmWSSmem,
-		[]uintptr{xMap, wMap}, argPtr(out), argInt(rows), argInt(K), argInt(N), argInt(group))
+		[]uintptr{xMap, wMap}, append([]uint64{argPtr(out), argInt(rows), argInt(K), argInt(N), argInt(group)}, epilogue...)...)
 }
 
-// resolveRotaryGemmWS builds the tensor maps q3_gemm_ws.cu's gate|up
-// takes, where its kernels were built (sm_90a) and the lab left it on.
+// q3GemmWSQKVArgs are q3_gemm_ws_qkv's arguments after the GEMM's: the
+// layer's key and value caches (blocks of B tokens), the q_norm and k_norm
+// weights, the step's rotation table and each row's cache slot, as
+// q3_qk_rope_kv takes them.
+func q3GemmWSQKVArgs(kc, vc, qNorm, kNorm, rope, slots devPtr, NH, NKV, B int, eps float32) []uint64 {
+	return []uint64{argPtr(kc), argPtr(vc), argPtr(qNorm), argPtr(kNorm), argPtr(rope), argPtr(slots),
+		argInt(NH), argInt(NKV), argInt(B), argF32(eps)}
+}
+
+// q3GemmWSQKVFits reports whether q3_gemm_ws_qkv's epilogue takes a
+// block's q|k|v: 128-dim heads, an even number of query and of KV heads (a
+// 256-column tile is two heads of one kind).
+func q3GemmWSQKVFits(NH, NKV, HD int) bool { return HD == 128 && NH%2 == 0 && NKV%2 == 0 }
+
+// resolveRotaryGemmWS builds the tensor maps q3_gemm_ws.cu's gate|up and
+// q|k|v take, where its kernels were built (sm_90a) and the lab left them
+// on.
 func (d *Device) resolveRotaryGemmWS() error {
-	q, g := d.q3, d.g
-	if d.opts.force.noGemmWS || q.f32 || g.drv.cuTensorMapEncodeTiled == 0 || d.cfg.Channels%wgTileK != 0 || (2*q.I)%q3GemmWSTileN != 0 ||
+	q, g, f := d.q3, d.g, d.opts.force
+	gateUp := (2*q.I)%q3GemmWSTileN == 0
+	qkv := !f.noGemmWSQKV && q3GemmWSQKVFits(q.NH, q.NKV, q.HD)
+	if f.noGemmWS || q.f32 || g.drv.cuTensorMapEncodeTiled == 0 || d.cfg.Channels%wgTileK != 0 || !(gateUp || qkv) ||
 		d.opts.MaxStepTokens < q3GemmWSMinRows {
 		return nil
 	}
@@ -74,7 +96,12 @@ func (d *Device) resolveRotaryGemmWS() error {
 	}
 	mats := []tmaMatrix{{q.act.norm, d.opts.MaxStepTokens, d.cfg.Channels, q3GemmWSTileM}}
 	for _, l := range q.w.layers {
-		mats = append(mats, tmaMatrix{l.gateUp, 2 * q.I, d.cfg.Channels, q3GemmWSWBox})
+		if gateUp {
+			mats = append(mats, tmaMatrix{l.gateUp, 2 * q.I, d.cfg.Channels, q3GemmWSWBox})
+		}
+		if qkv {
+			mats = append(mats, tmaMatrix{l.qkv, q.qkvWidth, d.cfg.Channels, q3GemmWSWBox})
+		}
 	}
 	tma, err := g.encodeTensorMaps(mats)
 	if err != nil {
@@ -84,25 +111,56 @@ func (d *Device) resolveRotaryGemmWS() error {
 	return nil
 }
 
+// wsMaps are the tensor maps of the normalised rows and of w, where the
+// step takes q3_gemm_ws.cu (at least q3GemmWSMinRows rows and the maps
+// built), and the tile order's group.
+func (s *rotaryStep) wsMaps(w devPtr) (xMap, wMap uintptr, group int, ok bool) {
+	q, f := s.q, s.d.opts.force
+	if s.err != nil || q.ws.maps == nil || s.N < cmp.Or(f.gemmWSMinRows, q3GemmWSMinRows) {
+		return 0, 0, 0, false
+	}
+	xMap, okX := q.ws.maps[q.act.norm]
+	wMap, okW := q.ws.maps[w]
+	group = q3GemmWSGroup
+	if f.gemmWSGroup != 0 {
+		group = max(f.gemmWSGroup, 0)
+	}
+	return xMap, wMap, group, okX && okW
+}
+
 // gateUpSwiGLU enqueues gate|up with SwiGLU into q.act.hidden through
 // q3_gemm_ws.cu, reporting false where the step does not take it (fewer
 // rows than q3GemmWSMinRows, or the kernel is off).
 func (s *rotaryStep) gateUpSwiGLU(w *rotaryLayer) bool {
-	q, f := s.q, s.d.opts.force
-	if s.err != nil || q.ws.maps == nil || s.N < cmp.Or(f.gemmWSMinRows, q3GemmWSMinRows) {
+	xMap, wMap, group, ok := s.wsMaps(w.gateUp)
+	if !ok {
 		return false
 	}
-	xMap, okX := q.ws.maps[q.act.norm]
-	wMap, okW := q.ws.maps[w.gateUp]
-	if !okX || !okW {
-		return false
-	}
-	group := q3GemmWSGroup
-	if f.gemmWSGroup != 0 {
-		group = max(f.gemmWSGroup, 0)
-	}
+	q := s.q
 	s.end("ws_gate_up_swiglu", s.d.g.q3GemmWS(q3GemmWSSwiGLU, q.act.hidden, xMap, wMap, s.N, s.d.cfg.Channels, 2*q.I, group,
-		cmp.Or(f.gemmWSCluster, q3GemmWSCluster)))
+		cmp.Or(s.d.opts.force.gemmWSCluster, q3GemmWSCluster)))
 	q.wsLaunches++
+	return true
+}
+
+// qkvRopeKV enqueues q|k|v through q3_gemm_ws_qkv: the queries normalised
+// and rotated into q.act.qkv, keys and values into layer l's cache, as
+// cuBLASLt's q|k|v and qkRopeKV would leave them. It reports false where
+// the step does not take it (as gateUpSwiGLU, or the attention rotates its
+// rows itself).
+func (s *rotaryStep) qkvRopeKV(l int, w *rotaryLayer) bool {
+	if s.ropeInAttention {
+		return false
+	}
+	xMap, wMap, group, ok := s.wsMaps(w.qkv)
+	if !ok {
+		return false
+	}
+	d, q, lay := s.d, s.q, &s.p.lay
+	kc, vc := d.kvLayer(l)
+	s.end("ws_qkv_rope_kv", d.g.q3GemmWS(q3GemmWSQKV, q.act.qkv, xMap, wMap, s.N, d.cfg.Channels, q.qkvWidth, group,
+		cmp.Or(d.opts.force.gemmWSCluster, q3GemmWSCluster),
+		q3GemmWSQKVArgs(kc, vc, w.qNorm, w.kNorm, q.act.rope, s.p.in(lay.slots), q.NH, q.NKV, d.kv.BlockSizeTokens, q.eps)...))
+	q.wsQKVLaunches++
 	return true
 }

@@ -94,3 +94,113 @@ func runQ3GemmWSCase(t *testing.T, g *gpu, r *rand.Rand, M, K, N, group, cluster
 	}
 	t.Logf("worst error %.3g relative to 1 + |want|", worst)
 }
+
+// TestQ3GemmWSQKV holds q3_gemm_ws_qkv to the two launches it replaces,
+// q3_gemm_ws_out (held to float64 above) and q3_qk_rope_kv, on the same
+// inputs: values bit for bit, queries and keys within a bf16 rounding of
+// theirs (the sum of squares runs in another order). Rows past M, the
+// keys' and values' columns of the q|k|v rows and every cache slot no row
+// takes (rows with slot -1 among them) start as NaN and must stay so.
+func TestQ3GemmWSQKV(t *testing.T) {
+	g := wgTestGPU(t, q3GemmWSFile, q3GemmWSKernels)
+	for _, name := range q3GemmWSKernels {
+		if err := g.setMaxDynamicSmem(g.kernels[name], q3GemmWSSmem); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := rand.New(rand.NewPCG(55, 56))
+	for _, c := range []struct{ M, K, NH, NKV, group, cluster int }{
+		{2048, 1024, 16, 8, q3GemmWSGroup, 2}, // Qwen3-0.6B: 16 x 16 tiles
+		{2048, 1024, 16, 8, 5, 1},
+		{300, 256, 4, 2, q3GemmWSGroup, 1}, // the rotary tests' block
+		{129, 64, 2, 2, 0, 2},
+	} {
+		t.Run(fmt.Sprintf("M%d_K%d_heads%d_kv%d_group%d_cluster%d", c.M, c.K, c.NH, c.NKV, c.group, c.cluster), func(t *testing.T) {
+			runQ3GemmWSQKVCase(t, testGPU(t), r, c.M, c.K, c.NH, c.NKV, c.group, c.cluster)
+		})
+	}
+}
+
+func runQ3GemmWSQKVCase(t *testing.T, g *gpu, r *rand.Rand, M, K, NH, NKV, group, cluster int) {
+	const HD, B, eps = rotaryHeadDim, 16, 1e-6
+	N := (NH + 2*NKV) * HD
+	x := roundBF16(randn(r, M*K, 1))
+	W := roundBF16(randn(r, N*K, 1/float32(math.Sqrt(float64(K)))))
+	qn, kn := make([]float32, HD), make([]float32, HD)
+	for d := range HD {
+		qn[d], kn[d] = float32(1+0.2*r.NormFloat64()), float32(1+0.2*r.NormFloat64())
+	}
+	rope := make([]float32, 2*M*HD/2) // (cos, sin) pairs
+	for i := 0; i < len(rope); i += 2 {
+		a := 2 * math.Pi * r.Float64()
+		rope[i], rope[i+1] = float32(math.Cos(a)), float32(math.Sin(a))
+	}
+	blocks := ceilDiv(M, B) + 2
+	slots := make([]int32, M)
+	for i, s := range r.Perm(blocks * B)[:M] {
+		slots[i] = int32(s)
+		if i%7 == 3 {
+			slots[i] = -1
+		}
+	}
+	dx, dW := upload(t, g, toBF16(x)), upload(t, g, toBF16(W))
+	dqn, dkn, drope, dslots := upload(t, g, qn), upload(t, g, kn), upload(t, g, rope), upload(t, g, slots)
+	xp, wp := testTMAMaps(t, g, dx, M, K, K, q3GemmWSTileM, dW, N, q3GemmWSWBox)
+	cacheElems := blocks * NKV * B * HD
+	type result struct{ qkv, k, v []uint16 }
+	run := func(fused bool) result {
+		qkv := devBuf(t, g, 2*(M+1)*N) // NaN in bf16
+		kc, vc := devBuf(t, g, 2*cacheElems), devBuf(t, g, 2*cacheElems)
+		if fused {
+			if err := g.q3GemmWS(q3GemmWSQKV, qkv, xp, wp, M, K, N, group, cluster,
+				q3GemmWSQKVArgs(kc, vc, dqn, dkn, drope, dslots, NH, NKV, B, eps)...); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			if err := g.q3GemmWS(q3GemmWSOut, qkv, xp, wp, M, K, N, group, cluster); err != nil {
+				t.Fatal(err)
+			}
+			warps := M * ceilDiv(NH+2*NKV, rotaryRopeHeads)
+			if err := g.launch(g.kernel("q3_qk_rope_kv"), ceilDiv(warps, 4), 1, 1, 128, 0, argPtr(qkv), argPtr(kc), argPtr(vc),
+				argPtr(dqn), argPtr(dkn), argPtr(drope), argPtr(dslots), argInt(M), argInt(NH), argInt(NKV), argInt(B),
+				argF32(eps)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := g.sync(); err != nil {
+			t.Fatal(err)
+		}
+		return result{download[uint16](t, g, qkv, (M+1)*N), download[uint16](t, g, kc, cacheElems), download[uint16](t, g, vc, cacheElems)}
+	}
+	ref, got := run(false), run(true)
+	const nan = 0xffff
+	inexact := 0
+	// check compares element i of a result with the reference's: the same
+	// bits (values, and NaN where nothing may write), or within 2^-7 of it
+	// where rounded (queries and keys).
+	check := func(what string, i int, gotBits, wantBits uint16, rounded bool) {
+		if gotBits == wantBits {
+			return
+		}
+		v, want := float64(bf16ToF32(gotBits)), float64(bf16ToF32(wantBits))
+		if !rounded || math.IsNaN(v) || math.IsNaN(want) || math.Abs(v-want) > math.Abs(want)/128+1e-6 {
+			t.Fatalf("%s element %d: %#04x (%v), want %#04x (%v)", what, i, gotBits, v, wantBits, want)
+		}
+		inexact++
+	}
+	for m := 0; m <= M; m++ {
+		for n := 0; n < N; n++ {
+			i := m*N + n
+			want := ref.qkv[i]
+			if m == M || n >= NH*HD {
+				want = nan // q|k|v's kernel writes the queries of rows 0..M-1 only
+			}
+			check(fmt.Sprintf("q|k|v row %d column", m), n, got.qkv[i], want, true)
+		}
+	}
+	for i := range cacheElems {
+		check("key cache", i, got.k[i], ref.k[i], true)
+		check("value cache", i, got.v[i], ref.v[i], false)
+	}
+	t.Logf("%d of %d queries and keys one rounding off q3_qk_rope_kv's", inexact, M*(NH+NKV)*HD)
+}

@@ -38,7 +38,8 @@ type rotaryState struct {
 	pf                       kvPrefetch // the decode attention's keys and values asked for ahead (kvprefetch.go)
 	fp32Logits               bool       // cuBLASLt's LM head writes fp32 logits too (logitsType)
 	ws                       wgMaps     // q3_gemm_ws.cu's tensor maps (q3_gemm_ws.go); nil maps where it is off
-	wsLaunches               int        // q3_gemm_ws.cu launches enqueued or captured (tests check that the path ran)
+	wsLaunches               int        // q3_gemm_ws.cu's gate|up launches enqueued or captured (tests check that the path ran)
+	wsQKVLaunches            int        // and its q|k|v launches
 	// f32 (Options.Float32): weights, activations and the KV cache in fp32
 	// through q3_f32.cu's kernels and cuBLASLt alone; the buffers and
 	// weights documented as bf16 below are fp32 then.
@@ -385,14 +386,18 @@ func (s *rotaryStep) layersGemv() {
 }
 
 // layersGemm enqueues the layers of a larger step: RMSNorm and SwiGLU
-// kernels between cuBLASLt's projections.
+// kernels between cuBLASLt's projections, or q3_gemm_ws.cu's q|k|v and
+// gate|up with the q/k norm, rotation and cache writes and SwiGLU in their
+// epilogues.
 func (s *rotaryStep) layersGemm() {
 	d := s.d
 	for l := range s.q.w.layers {
 		w := &s.q.w.layers[l]
 		s.rmsnorm("rmsnorm_1", s.q.act.norm, 0, w.ln1, s.N)
-		s.gemm("gemm_qkv", s.q.act.qkv, s.q.actType(), s.q.act.norm, w.qkv, d.cfg.Channels, s.q.qkvWidth, false)
-		s.qkRopeKV(l, w)
+		if !s.qkvRopeKV(l, w) {
+			s.gemm("gemm_qkv", s.q.act.qkv, s.q.actType(), s.q.act.norm, w.qkv, d.cfg.Channels, s.q.qkvWidth, false)
+			s.qkRopeKV(l, w)
+		}
 		s.attention(l, w)
 		s.gemm("gemm_o", d.act.residual, dataR32F, s.q.act.att, w.o, s.q.NH*s.q.HD, d.cfg.Channels, true)
 		s.rmsnorm("rmsnorm_2", s.q.act.norm, 0, w.ln2, s.N)

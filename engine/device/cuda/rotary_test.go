@@ -89,10 +89,14 @@ func TestRotaryLogitsVsCPU(t *testing.T) {
 				t.Fatalf("%d KV prefetch launches with it off", d.q3.pf.forks)
 			}
 			// The steps here have at most 78 rows: q3_gemm_ws.cu takes their
-			// gate|up only where a test lowers its threshold (on sm_90a).
+			// gate|up and q|k|v only where a test lowers its threshold (on
+			// sm_90a).
 			wsBuilt := kernelArch(q3GemmWSFile, d.g.arch, d.g.nv.major) != ""
 			if got, want := d.q3.wsLaunches > 0, wsBuilt && o.force.gemmWSMinRows > 0; got != want {
-				t.Fatalf("%d q3_gemm_ws.cu launches, want some: %v", d.q3.wsLaunches, want)
+				t.Fatalf("%d q3_gemm_ws.cu gate|up launches, want some: %v", d.q3.wsLaunches, want)
+			}
+			if got, want := d.q3.wsQKVLaunches > 0, wsBuilt && o.force.gemmWSMinRows > 0; got != want {
+				t.Fatalf("%d q3_gemm_ws.cu q|k|v launches, want some: %v", d.q3.wsQKVLaunches, want)
 			}
 		})
 	}

@@ -3,7 +3,10 @@
 // in bf16 with the epilogue cuBLASLt has no form of: SwiGLU applied
 // (q3_gemm_ws_swiglu), so that a step neither writes nor reads back the
 // gate|up activations (q3_swiglu took 2.9 ms of a 31.5 ms 16,384-token
-// step on the H100). q3_gemm_ws_out writes the sums as they are (the same
+// step on the H100), and the same GEMM for q|k|v with q3_qk_rope_kv's work
+// in its epilogue (q3_gemm_ws_qkv: the q/k RMSNorm and rotation, queries
+// back into the q|k|v rows, keys and values into the paged cache; 2.8 ms
+// of that step). q3_gemm_ws_out writes the sums as they are (the same
 // mainloop, for checking it).
 //
 // A persistent grid (a block an SM, in clusters of one or two) walks 128 x
@@ -42,6 +45,22 @@
 
 #define WS_SWIGLU 0  // out (M, N / 2) bf16 = SiLU(acc[2j]) * acc[2j + 1]: gate|up weights interleaved
 #define WS_OUT 1     // out (M, N) bf16 = acc
+#define WS_QKV 2     // q3_qk_rope_kv's epilogue (WsQKV): out (M, N) the q|k|v rows, queries written
+
+// WsQKV: what q3_gemm_ws_qkv's epilogue takes besides the GEMM's operands,
+// as q3_qk_rope_kv (qwen3.cu): the layer's caches kc and vc ([block][NKV]
+// [B][128]), the q_norm and k_norm weights (128 each), the step's rotation
+// table rope ((M, 64) of (cos, sin)), each row's cache slot (< 0: none).
+// N is (NH + 2 NKV) 128 with NH and NKV even, so that a 256-column tile is
+// two heads of one kind.
+struct WsQKV {
+    bf16_t *kc, *vc;
+    const float *qn, *kn;
+    const float2* rope;
+    const int* slots;
+    int NH, NKV, B;
+    float eps;
+};
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // wgmma_n256: d(64 x 256) += A(64 x 16) B(256 x 16)^T, both K-major in shared memory.
@@ -97,10 +116,117 @@ __device__ __forceinline__ void ws_store_piece(uint32_t ob, int e, bf16_t* out, 
     if (m0 + r < M) *reinterpret_cast<uint4*>(out + (size_t)(m0 + r) * ldo + c0 + 8 * ch) = v;
 }
 
+// ws_qkv_piece writes piece e (of 1,024) of a consumer's staged rows: ob
+// holds 32 of its 64 rows (rows 16 w + g + 8 h, w 0..3, g 0..7, for row
+// half h) as 64 head rows of 256 bytes, head row 2 i + hd being head hd of
+// the tile (head0 + hd) at row 16 (i / 8) + i % 8 + 8 h, 16-byte chunks
+// swizzled by head row. A warp's store is two head rows of one token row:
+// query heads go to their columns of the q|k|v rows (N wide), key and value
+// heads to the cache at the row's slot.
+__device__ __forceinline__ void ws_qkv_piece(uint32_t ob, int e, bf16_t* out, int m0, int head0, int h, int M, int N, const WsQKV& p) {
+    const int sr = e / 16, ch = e % 16, i = sr / 2, head = head0 + sr % 2;
+    const int row = m0 + 16 * (i / 8) + i % 8 + 8 * h;
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "r"(ob + sr * 256 + (ch ^ (sr & 7)) * 16));
+    if (row >= M) return;
+    bf16_t* dst;
+    if (head < p.NH) {
+        dst = out + (size_t)row * N + head * 128;
+    } else {
+        const int slot = p.slots[row];
+        if (slot < 0) return;
+        const bool isV = head >= p.NH + p.NKV;
+        dst = (isV ? p.vc : p.kc) + kv_offset(kv_block(slot, p.B), head - p.NH - (isV ? p.NKV : 0), kv_slot(slot, p.B), p.NKV, p.B, 128);
+    }
+    *reinterpret_cast<uint4*>(dst + 8 * ch) = v;
+}
+
+// pack_rn rounds two floats into a bf16 pair (lo in the low half) in one
+// instruction, where pack_bf2 rounds each in integer arithmetic.
+__device__ __forceinline__ uint32_t pack_rn(float lo, float hi) {
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+// bf_round is x rounded to bf16: the q|k|v sums as cuBLASLt would have
+// written them for q3_qk_rope_kv, whose arithmetic the epilogue repeats.
+__device__ __forceinline__ float bf_round(float x) {
+    unsigned short b;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(x));
+    return __uint_as_float((uint32_t)b << 16);
+}
+
+// ws_qkv_stage puts row half h of the thread's fragments of both heads
+// (acc: 32 n8 groups, head hd's 16 from 16 hd; rows 16 warp + g + 8 h,
+// dims 8 j + 2 qd, + 1) into ob as ws_qkv_piece reads it. Query and key
+// heads (NORM) go through RMSNorm with the weights nw (in shared memory) and
+// the rotation by the table's row m0 + r, whose 16 (cos, sin) pairs the
+// thread loads once for both heads: dims d and d + 64 are groups j and
+// j + 8 of the same thread, so only the sums of squares cross lanes (the
+// quad's four). Value heads are stored as they are. The sums are rounded to
+// bf16 first, as cuBLASLt's output that q3_qk_rope_kv reads.
+template <bool NORM>
+__device__ __forceinline__ void ws_qkv_stage(float* acc, int h, uint32_t ob, int warp, int lane, int m0, int M, const float* nw,
+                                             const float2* rope, float eps) {
+    const int g = lane / 4, qd = lane % 4, i = 8 * warp + g;
+    float inv[2];
+    if (NORM) {
+#pragma unroll
+        for (int hd = 0; hd < 2; hd++) {
+            float ss = 0.f;
+#pragma unroll
+            for (int j = 0; j < 16; j++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    float& x = acc[64 * hd + 4 * j + 2 * h + e];
+                    x = bf_round(x);
+                    ss = fmaf(x, x, ss);
+                }
+            ss += __shfl_xor_sync(0xffffffffu, ss, 1);
+            ss += __shfl_xor_sync(0xffffffffu, ss, 2);
+            inv[hd] = rsqrtf(ss / 128 + eps);
+        }
+    }
+    const float4* cs = reinterpret_cast<const float4*>(rope + (size_t)min(m0 + 16 * warp + g + 8 * h, M - 1) * 64 + 2 * qd);
+#pragma unroll
+    for (int jb = 0; jb < 8; jb += 4) {
+        float4 c[4];
+        if (NORM)
+#pragma unroll
+            for (int j = 0; j < 4; j++) c[j] = __ldg(cs + 4 * (jb + j));  // (cos, sin) of dims 8 j + 2 qd and + 1
+#pragma unroll
+        for (int hd = 0; hd < 2; hd++) {
+            const int sr = 2 * i + hd, sw = sr & 7;
+            const uint32_t row_at = ob + sr * 256 + 4 * qd;
+            const float* a = acc + 64 * hd + 2 * h;
+#pragma unroll
+            for (int j = jb; j < jb + 4; j++) {
+                uint32_t lo = pack_rn(a[4 * j], a[4 * j + 1]), hi = pack_rn(a[4 * (j + 8)], a[4 * (j + 8) + 1]);
+                if (NORM) {
+                    const float2 wl = *reinterpret_cast<const float2*>(nw + 8 * j + 2 * qd);
+                    const float2 wh = *reinterpret_cast<const float2*>(nw + 64 + 8 * j + 2 * qd);
+                    const float l0 = a[4 * j] * inv[hd] * wl.x, l1 = a[4 * j + 1] * inv[hd] * wl.y;
+                    const float h0 = a[4 * (j + 8)] * inv[hd] * wh.x, h1 = a[4 * (j + 8) + 1] * inv[hd] * wh.y;
+                    const float4 cj = c[j - jb];
+                    lo = pack_rn(l0 * cj.x - h0 * cj.y, l1 * cj.z - h1 * cj.w);
+                    hi = pack_rn(h0 * cj.x + l0 * cj.y, h1 * cj.z + l1 * cj.w);
+                }
+                asm volatile("st.shared.u32 [%0], %1;" ::"r"(row_at + ((j ^ sw) * 16)), "r"(lo) : "memory");
+                asm volatile("st.shared.u32 [%0], %1;" ::"r"(row_at + (((j + 8) ^ sw) * 16)), "r"(hi) : "memory");
+            }
+        }
+    }
+}
+
 template <int MODE>
-__device__ __forceinline__ void q3_gemm_ws_impl(const void* tx, const void* tw, bf16_t* out, int M, int K, int N, int group) {
+__device__ __forceinline__ void q3_gemm_ws_impl(const void* tx, const void* tw, bf16_t* out, int M, int K, int N, int group,
+                                                const WsQKV& qkv) {
     extern __shared__ unsigned char ws_raw[];
     __shared__ __align__(8) uint64_t full[WS_STAGES], empty[WS_STAGES];
+    __shared__ __align__(16) float ws_nw[MODE == WS_QKV ? 256 : 1];  // q_norm's weights, then k_norm's
     const uint32_t base = (smem_u32(ws_raw) + 1023u) & ~1023u, fb = smem_u32(full), eb = smem_u32(empty);
     const int wg = threadIdx.x / 128, KT = K / WS_BK;
     // A cluster of csize blocks (1 or 2) takes csize row tiles of one column
@@ -118,7 +244,12 @@ __device__ __forceinline__ void q3_gemm_ws_impl(const void* tx, const void* tw, 
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
-    // Every block's barriers are ready before any block multicasts onto them.
+    if (MODE == WS_QKV && threadIdx.x >= 128) {  // weights: no kernel writes them
+        const int d = threadIdx.x - 128;
+        ws_nw[d] = d < 128 ? qkv.qn[d] : qkv.kn[d - 128];
+    }
+    // Every block's barriers (and WS_QKV's weights) are ready before any
+    // block multicasts onto them.
     if (csize > 1)
         cluster_sync();
     else
@@ -149,8 +280,13 @@ __device__ __forceinline__ void q3_gemm_ws_impl(const void* tx, const void* tw, 
         const int c = wg - 1, warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32, tid = threadIdx.x % 128;
         const uint32_t ob = base + WS_STAGES * WS_STAGE + c * WS_OUT_BYTES;
         // The last tile's staged outputs go out during this tile's mainloop,
-        // a piece a k tile while the warp waits for its MMAs (pm0 < 0: none).
+        // a piece a k tile while the warp waits for its MMAs (pm0 < 0: none;
+        // pc0 is their first column, or WS_QKV's 2 head0 + row half).
         int it = 0, pm0 = -1, pc0 = 0, pdone = 0;
+        auto store_piece = [&](int e) {
+            if (MODE == WS_SWIGLU) ws_store_piece(ob, e, out, pm0, pc0, M, N / 2);
+            if (MODE == WS_QKV) ws_qkv_piece(ob, e, out, pm0, pc0 / 2, pc0 % 2, M, N, qkv);
+        };
         for (int t = cid; t < tiles; t += nclusters) {
             int mi, ni;
             ws_tile(t, mgroups, nt, cgroup, mi, ni);
@@ -168,11 +304,11 @@ __device__ __forceinline__ void q3_gemm_ws_impl(const void* tx, const void* tw, 
 #pragma unroll
                 for (int kk = 0; kk < WS_BK / 16; kk++) wgmma_n256(acc, wg_desc(a + kk * 32), wg_desc(b + kk * 32));
                 asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-                if (MODE == WS_SWIGLU && pm0 >= 0 && pdone < 8) ws_store_piece(ob, tid + 128 * pdone++, out, pm0, pc0, M, N / 2);
+                if (MODE != WS_OUT && pm0 >= 0 && pdone < 8) store_piece(tid + 128 * pdone++);
                 asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
                 if (lane == 0) ws_release(eb + 8 * s, csize);  // this warp is done with the stage
             }
-            for (; MODE == WS_SWIGLU && pm0 >= 0 && pdone < 8; pdone++) ws_store_piece(ob, tid + 128 * pdone, out, pm0, pc0, M, N / 2);
+            for (; MODE != WS_OUT && pm0 >= 0 && pdone < 8; pdone++) store_piece(tid + 128 * pdone);
 #pragma unroll
             for (int i = 0; i < 128; i++) asm volatile("" : "+f"(acc[i])::"memory");
             // Thread (warp, lane) holds rows 16 warp + lane / 4 (+ 8) and columns
@@ -208,6 +344,28 @@ __device__ __forceinline__ void q3_gemm_ws_impl(const void* tx, const void* tw, 
                 }
                 asm volatile("bar.sync %0, 128;" ::"r"(1 + c) : "memory");
                 pm0 = m0, pc0 = n0 / 2, pdone = 0;  // out during the next tile's mainloop, or after the last
+            } else if (MODE == WS_QKV) {
+                // The tile is two heads of one kind, staged half its rows at a
+                // time in ob (ws_qkv_stage): the first half goes out at once,
+                // the second during the next tile's mainloop.
+                const int head0 = n0 / 128;
+                const bool norm = head0 < qkv.NH + qkv.NKV;
+                const float* nw = ws_nw + (head0 < qkv.NH ? 0 : 128);
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    asm volatile("bar.sync %0, 128;" ::"r"(1 + c) : "memory");  // ob's last rows are out
+                    if (norm)
+                        ws_qkv_stage<true>(acc, h, ob, warp, lane, m0, M, nw, qkv.rope, qkv.eps);
+                    else
+                        ws_qkv_stage<false>(acc, h, ob, warp, lane, m0, M, nullptr, nullptr, 0.f);
+                    asm volatile("bar.sync %0, 128;" ::"r"(1 + c) : "memory");
+                    pm0 = m0, pc0 = 2 * head0 + h, pdone = 0;
+                    if (h == 0) {
+#pragma unroll
+                        for (int e = 0; e < 8; e++) store_piece(tid + 128 * e);
+                        pdone = 8;
+                    }
+                }
             } else {
 #pragma unroll
                 for (int j = 0; j < WS_BN / 8; j++) {
@@ -219,15 +377,15 @@ __device__ __forceinline__ void q3_gemm_ws_impl(const void* tx, const void* tw, 
                 }
             }
         }
-        for (; MODE == WS_SWIGLU && pm0 >= 0 && pdone < 8; pdone++) ws_store_piece(ob, tid + 128 * pdone, out, pm0, pc0, M, N / 2);
+        for (; MODE != WS_OUT && pm0 >= 0 && pdone < 8; pdone++) store_piece(tid + 128 * pdone);
     }
     // No block leaves while another may still multicast into its stages or
     // arrive on its barriers.
     if (csize > 1) cluster_sync();
 }
-#define WS_BODY(MODE) q3_gemm_ws_impl<MODE>(&tx, &tw, out, M, K, N, group);
+#define WS_BODY(MODE, QKV) q3_gemm_ws_impl<MODE>(&tx, &tw, out, M, K, N, group, QKV);
 #else
-#define WS_BODY(MODE)
+#define WS_BODY(MODE, QKV)
 #endif
 
 // Grid: (1, G) in clusters of (1, C, 1), C 1 or 2, G a multiple of C and at
@@ -238,10 +396,20 @@ __device__ __forceinline__ void q3_gemm_ws_impl(const void* tx, const void* tw, 
 // tile order's row tiles a group (ws_tile; 0: column tile outermost).
 extern "C" __global__ void __launch_bounds__(384, 1)
     q3_gemm_ws_swiglu(const __grid_constant__ TmaMap tx, const __grid_constant__ TmaMap tw, bf16_t* out, int M, int K, int N, int group) {
-    WS_BODY(WS_SWIGLU)
+    WS_BODY(WS_SWIGLU, WsQKV{})
 }
 
 extern "C" __global__ void __launch_bounds__(384, 1)
     q3_gemm_ws_out(const __grid_constant__ TmaMap tx, const __grid_constant__ TmaMap tw, bf16_t* out, int M, int K, int N, int group) {
-    WS_BODY(WS_OUT)
+    WS_BODY(WS_OUT, WsQKV{})
+}
+
+// q3_gemm_ws_qkv: out the q|k|v rows (M x N, N = (NH + 2 NKV) 128, NH and
+// NKV even), of which it writes the query columns, normalised and rotated;
+// keys (normalised, rotated) and values go to kc and vc at slots (WsQKV).
+extern "C" __global__ void __launch_bounds__(384, 1)
+    q3_gemm_ws_qkv(const __grid_constant__ TmaMap tx, const __grid_constant__ TmaMap tw, bf16_t* out, int M, int K, int N, int group,
+                   bf16_t* kc, bf16_t* vc, const float* qn, const float* kn, const float2* rope, const int* slots, int NH, int NKV,
+                   int B, float eps) {
+    WS_BODY(WS_QKV, (WsQKV{kc, vc, qn, kn, rope, slots, NH, NKV, B, eps}))
 }
