@@ -105,6 +105,9 @@ func TestLabQ3GemmWSTime(t *testing.T) {
 	dslots, drope, dnorm := upload(t, g, slots), upload(t, g, rope), upload(t, g, norm)
 	kc, vc := devBuf(t, g, 2*M*NKV*HD), devBuf(t, g, 2*M*NKV*HD)
 	_, wq := testTMAMaps(t, g, dx, M, K, K, q3GemmWSTileM, dW, NQKV, q3GemmWSWBox)
+	timeIt(fmt.Sprintf("q3_gemm_ws_out c2 M%d N%d", M, NQKV), func() error { // the mainloop alone
+		return g.q3GemmWS(q3GemmWSOut, out, xp, wq, M, K, NQKV, q3GemmWSGroup, 2)
+	})
 	for _, m := range []int{1024, 2048, 4096, 8192, 16384} {
 		timeIt(fmt.Sprintf("q3_gemm_ws_qkv c2 M%d", m), func() error {
 			return g.q3GemmWS(q3GemmWSQKV, out, xp, wq, m, K, NQKV, q3GemmWSGroup, 2,

@@ -116,16 +116,24 @@ __device__ __forceinline__ void ws_store_piece(uint32_t ob, int e, bf16_t* out, 
     if (m0 + r < M) *reinterpret_cast<uint4*>(out + (size_t)(m0 + r) * ldo + c0 + 8 * ch) = v;
 }
 
+// ws_qkv_row is the consumer-local row of warp's k-th piece store of row
+// half h (ws_qkv_piece: head rows 2 i and 2 i + 1, i = warp + 4 k).
+__device__ __forceinline__ int ws_qkv_row(int warp, int k, int h) {
+    const int i = warp + 4 * k;
+    return 16 * (i / 8) + i % 8 + 8 * h;
+}
+
 // ws_qkv_piece writes piece e (of 1,024) of a consumer's staged rows: ob
 // holds 32 of its 64 rows (rows 16 w + g + 8 h, w 0..3, g 0..7, for row
 // half h) as 64 head rows of 256 bytes, head row 2 i + hd being head hd of
 // the tile (head0 + hd) at row 16 (i / 8) + i % 8 + 8 h, 16-byte chunks
-// swizzled by head row. A warp's store is two head rows of one token row:
-// query heads go to their columns of the q|k|v rows (N wide), key and value
-// heads to the cache at the row's slot.
-__device__ __forceinline__ void ws_qkv_piece(uint32_t ob, int e, bf16_t* out, int m0, int head0, int h, int M, int N, const WsQKV& p) {
-    const int sr = e / 16, ch = e % 16, i = sr / 2, head = head0 + sr % 2;
-    const int row = m0 + 16 * (i / 8) + i % 8 + 8 * h;
+// swizzled by head row. A warp's store is two head rows of one token row
+// (piece e = tid + 128 k is row ws_qkv_row(warp, k, h)): query heads go to
+// their columns of the q|k|v rows (N wide), key and value heads to the
+// cache at the row's slot.
+__device__ __forceinline__ void ws_qkv_piece(uint32_t ob, int e, bf16_t* out, int m0, int head0, int h, int M, int N, int slot,
+                                             const WsQKV& p) {
+    const int sr = e / 16, ch = e % 16, head = head0 + sr % 2, row = m0 + ws_qkv_row(e / 32 % 4, e / 128, h);
     uint4 v;
     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
@@ -135,7 +143,6 @@ __device__ __forceinline__ void ws_qkv_piece(uint32_t ob, int e, bf16_t* out, in
     if (head < p.NH) {
         dst = out + (size_t)row * N + head * 128;
     } else {
-        const int slot = p.slots[row];
         if (slot < 0) return;
         const bool isV = head >= p.NH + p.NKV;
         dst = (isV ? p.vc : p.kc) + kv_offset(kv_block(slot, p.B), head - p.NH - (isV ? p.NKV : 0), kv_slot(slot, p.B), p.NKV, p.B, 128);
@@ -283,9 +290,11 @@ __device__ __forceinline__ void q3_gemm_ws_impl(const void* tx, const void* tw, 
         // a piece a k tile while the warp waits for its MMAs (pm0 < 0: none;
         // pc0 is their first column, or WS_QKV's 2 head0 + row half).
         int it = 0, pm0 = -1, pc0 = 0, pdone = 0;
+        int pslot = -1;  // WS_QKV's keys and values: lane k < 8 holds the slot of the warp's k-th piece row
         auto store_piece = [&](int e) {
             if (MODE == WS_SWIGLU) ws_store_piece(ob, e, out, pm0, pc0, M, N / 2);
-            if (MODE == WS_QKV) ws_qkv_piece(ob, e, out, pm0, pc0 / 2, pc0 % 2, M, N, qkv);
+            if (MODE == WS_QKV)
+                ws_qkv_piece(ob, e, out, pm0, pc0 / 2, pc0 % 2, M, N, __shfl_sync(0xffffffffu, pslot, e / 128), qkv);
         };
         for (int t = cid; t < tiles; t += nclusters) {
             int mi, ni;
@@ -354,6 +363,14 @@ __device__ __forceinline__ void q3_gemm_ws_impl(const void* tx, const void* tw, 
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
                     asm volatile("bar.sync %0, 128;" ::"r"(1 + c) : "memory");  // ob's last rows are out
+                    // A key or value piece's slot is fetched once a row, here
+                    // (it arrives while the rows are staged), and passed to the
+                    // store by a shuffle: a load in the store would stall the
+                    // mainloop the deferred half runs in.
+                    if (head0 >= qkv.NH && lane < 8) {
+                        const int row = m0 + ws_qkv_row(warp, lane, h);
+                        pslot = row < M ? qkv.slots[row] : -1;
+                    }
                     if (norm)
                         ws_qkv_stage<true>(acc, h, ob, warp, lane, m0, M, nw, qkv.rope, qkv.eps);
                     else
