@@ -63,7 +63,12 @@
 //   - The rotary block's q/k norm and rotation as their own kernel
 //     (q3_qk_rope_kv) before the attention: steps with prompt chunks, and
 //     decode-only steps of more than 64 rows, where it is faster than the
-//     attention doing it (q3_attn_rows_rope).
+//     attention doing it (q3_attn_rows_rope); in steps of 1,024 rows or
+//     more q|k|v's GEMM does it (q3_gemm_ws_qkv) on sm_90a with NVRTC 12+
+//     and cuTensorMapEncodeTiled, for 128-dim heads of even query and KV
+//     head counts.
+//   - Gate|up through cuBLASLt and q3_swiglu in steps of 1,024 rows or
+//     more: where q3_gemm_ws_swiglu cannot run (as q3_gemm_ws_qkv).
 //   - The decode-row attention without the keys and values it reads first
 //     asked for ahead (q3_kv_prefetch on a side stream, kvprefetch.go):
 //     GPUs other than Hopper, the fp32 mode, and steps with prompt chunks

@@ -19,12 +19,7 @@ func TestLabQ3GemmWSTime(t *testing.T) {
 	if os.Getenv("ROSEINFER_LAB_GEMMWS") != "1" {
 		t.Skip("set ROSEINFER_LAB_GEMMWS=1 to time q3_gemm_ws.cu")
 	}
-	g := wgTestGPU(t, q3GemmWSFile, q3GemmWSKernels)
-	for _, name := range q3GemmWSKernels {
-		if err := g.setMaxDynamicSmem(g.kernels[name], q3GemmWSSmem); err != nil {
-			t.Fatal(err)
-		}
-	}
+	g := wsTestGPU(t)
 	const M, K, N, reps = 16384, 1024, 6144, 20
 	r := rand.New(rand.NewPCG(1, 2))
 	x, W := randn(r, M*K, 1), randn(r, N*K, 0.03)

@@ -46,15 +46,7 @@ func runQ3AttnRowsRope(t *testing.T, g *gpu, r *rand.Rand, G, B, nsplit int, ctx
 		}
 	}
 	qkv := randQKV(r, rows, NH)
-	qn, kn := make([]float32, HD), make([]float32, HD)
-	for d := range HD {
-		qn[d], kn[d] = float32(1+0.2*r.NormFloat64()), float32(1+0.2*r.NormFloat64())
-	}
-	rope := make([]float32, 2*rows*HD/2) // (cos, sin) pairs
-	for i := 0; i < len(rope); i += 2 {
-		a := 2 * math.Pi * r.Float64()
-		rope[i], rope[i+1] = float32(math.Cos(a)), float32(math.Sin(a))
-	}
+	qn, kn, rope := randNormRope(r, rows)
 	posDev, seqsDev, slotsDev := upload(t, g, pos), upload(t, g, seqs), upload(t, g, slots)
 	qnDev, knDev, ropeDev := upload(t, g, qn), upload(t, g, kn), upload(t, g, rope)
 	scale := float32(math.Log2E / math.Sqrt(HD))
@@ -119,4 +111,20 @@ func runQ3AttnRowsRope(t *testing.T, g *gpu, r *rand.Rand, G, B, nsplit int, ctx
 	checkAttention(t, got.att, want, mag, func(i int) string {
 		return fmt.Sprintf("context %d head %d dim %d", ctxs[i/(NH*HD)], i/HD%NH, i%HD)
 	})
+}
+
+// randNormRope returns random q_norm and k_norm weights (about 1) and a
+// rotation table of rows rows: (cos, sin) of random angles for each of a
+// 128-dim head's 64 pairs, as q3_embed lays it out.
+func randNormRope(r *rand.Rand, rows int) (qn, kn, rope []float32) {
+	qn, kn = make([]float32, rotaryHeadDim), make([]float32, rotaryHeadDim)
+	for d := range rotaryHeadDim {
+		qn[d], kn[d] = float32(1+0.2*r.NormFloat64()), float32(1+0.2*r.NormFloat64())
+	}
+	rope = make([]float32, rows*rotaryHeadDim)
+	for i := 0; i < len(rope); i += 2 {
+		a := 2 * math.Pi * r.Float64()
+		rope[i], rope[i+1] = float32(math.Cos(a)), float32(math.Sin(a))
+	}
+	return qn, kn, rope
 }

@@ -11,12 +11,7 @@ import (
 // same bf16 operands: row counts that end inside a 128-row tile, several
 // tiles a block (the persistent grid loops), K of one to sixteen k tiles.
 func TestQ3GemmWS(t *testing.T) {
-	g := wgTestGPU(t, q3GemmWSFile, q3GemmWSKernels)
-	for _, name := range q3GemmWSKernels {
-		if err := g.setMaxDynamicSmem(g.kernels[name], q3GemmWSSmem); err != nil {
-			t.Fatal(err)
-		}
-	}
+	wsTestGPU(t) // skips where the kernels are not built
 	r := rand.New(rand.NewPCG(53, 54))
 	for _, c := range []struct {
 		M, K, N, group, cluster int
@@ -102,12 +97,7 @@ func runQ3GemmWSCase(t *testing.T, g *gpu, r *rand.Rand, M, K, N, group, cluster
 // keys' and values' columns of the q|k|v rows and every cache slot no row
 // takes (rows with slot -1 among them) start as NaN and must stay so.
 func TestQ3GemmWSQKV(t *testing.T) {
-	g := wgTestGPU(t, q3GemmWSFile, q3GemmWSKernels)
-	for _, name := range q3GemmWSKernels {
-		if err := g.setMaxDynamicSmem(g.kernels[name], q3GemmWSSmem); err != nil {
-			t.Fatal(err)
-		}
-	}
+	wsTestGPU(t) // skips where the kernels are not built
 	r := rand.New(rand.NewPCG(55, 56))
 	for _, c := range []struct{ M, K, NH, NKV, group, cluster int }{
 		{2048, 1024, 16, 8, q3GemmWSGroup, 2}, // Qwen3-0.6B: 16 x 16 tiles
@@ -126,15 +116,7 @@ func runQ3GemmWSQKVCase(t *testing.T, g *gpu, r *rand.Rand, M, K, NH, NKV, group
 	N := (NH + 2*NKV) * HD
 	x := roundBF16(randn(r, M*K, 1))
 	W := roundBF16(randn(r, N*K, 1/float32(math.Sqrt(float64(K)))))
-	qn, kn := make([]float32, HD), make([]float32, HD)
-	for d := range HD {
-		qn[d], kn[d] = float32(1+0.2*r.NormFloat64()), float32(1+0.2*r.NormFloat64())
-	}
-	rope := make([]float32, 2*M*HD/2) // (cos, sin) pairs
-	for i := 0; i < len(rope); i += 2 {
-		a := 2 * math.Pi * r.Float64()
-		rope[i], rope[i+1] = float32(math.Cos(a)), float32(math.Sin(a))
-	}
+	qn, kn, rope := randNormRope(r, M)
 	blocks := ceilDiv(M, B) + 2
 	slots := make([]int32, M)
 	for i, s := range r.Perm(blocks * B)[:M] {
@@ -203,4 +185,17 @@ func runQ3GemmWSQKVCase(t *testing.T, g *gpu, r *rand.Rand, M, K, NH, NKV, group
 		check("value cache", i, got.v[i], ref.v[i], false)
 	}
 	t.Logf("%d of %d queries and keys one rounding off q3_qk_rope_kv's", inexact, M*(NH+NKV)*HD)
+}
+
+// wsTestGPU is the test GPU with q3_gemm_ws.cu's kernels loaded and given
+// their shared memory (skipping where they are not built).
+func wsTestGPU(t *testing.T) *gpu {
+	t.Helper()
+	g := wgTestGPU(t, q3GemmWSFile, q3GemmWSKernels)
+	for _, name := range q3GemmWSKernels {
+		if err := g.setMaxDynamicSmem(g.kernels[name], q3GemmWSSmem); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return g
 }
