@@ -99,22 +99,20 @@ func TestLabQ3GemmWSTime(t *testing.T) {
 	}
 	dslots, drope, dnorm := upload(t, g, slots), upload(t, g, rope), upload(t, g, norm)
 	kc, vc := devBuf(t, g, 2*M*NKV*HD), devBuf(t, g, 2*M*NKV*HD)
+	rk := ropeKV{kc: kc, vc: vc, qNorm: dnorm, kNorm: dnorm, rope: drope, slots: dslots, NH: NH, NKV: NKV, B: B, eps: 1e-6}
 	_, wq := testTMAMaps(t, g, dx, M, K, K, q3GemmWSTileM, dW, NQKV, q3GemmWSWBox)
 	timeIt(fmt.Sprintf("q3_gemm_ws_out c2 M%d N%d", M, NQKV), func() error { // the mainloop alone
 		return g.q3GemmWS(q3GemmWSOut, out, xp, wq, M, K, NQKV, q3GemmWSGroup, 2)
 	})
 	for _, m := range []int{1024, 2048, 4096, 8192, 16384} {
 		timeIt(fmt.Sprintf("q3_gemm_ws_qkv c2 M%d", m), func() error {
-			return g.q3GemmWS(q3GemmWSQKV, out, xp, wq, m, K, NQKV, q3GemmWSGroup, 2,
-				q3GemmWSQKVArgs(kc, vc, dnorm, dnorm, drope, dslots, NH, NKV, B, 1e-6)...)
+			return g.q3GemmWS(q3GemmWSQKV, out, xp, wq, m, K, NQKV, q3GemmWSGroup, 2, q3GemmWSQKVArgs(rk)...)
 		})
 		timeIt(fmt.Sprintf("cuBLASLt + q3_qk_rope_kv M%d", m), func() error {
 			if err := g.blas.gemmTyped(g.stream, out, dataR16BF, NQKV, dx, dW, dataR16BF, 0, m, K, NQKV, epilogueDefault, false); err != nil {
 				return err
 			}
-			warps := m * ceilDiv(NH+2*NKV, rotaryRopeHeads)
-			return g.launch(g.kernel("q3_qk_rope_kv"), ceilDiv(warps, 4), 1, 1, 128, 0, argPtr(out), argPtr(kc), argPtr(vc),
-				argPtr(dnorm), argPtr(dnorm), argPtr(drope), argPtr(dslots), argInt(m), argInt(NH), argInt(NKV), argInt(B), argF32(1e-6))
+			return g.launchQKRopeKV(g.kernel("q3_qk_rope_kv"), out, m, rk)
 		})
 	}
 }

@@ -63,10 +63,8 @@ func runQ3AttnRowsRope(t *testing.T, g *gpu, r *rand.Rand, G, B, nsplit int, ctx
 			name = "q3_attn_rows_rope"
 			args = append(args, argPtr(qnDev), argPtr(knDev), argPtr(ropeDev), argPtr(slotsDev), argF32(eps))
 		} else {
-			warps := rows * ceilDiv(NH+2*NKV, rotaryRopeHeads)
-			if err := g.launch(g.kernel("q3_qk_rope_kv"), ceilDiv(warps, 4), 1, 1, 128, 0, argPtr(qkvDev), argPtr(dK), argPtr(dV),
-				argPtr(qnDev), argPtr(knDev), argPtr(ropeDev), argPtr(slotsDev), argInt(rows), argInt(NH), argInt(NKV), argInt(B),
-				argF32(eps)); err != nil {
+			if err := g.launchQKRopeKV(g.kernel("q3_qk_rope_kv"), qkvDev, rows, ropeKV{kc: dK, vc: dV, qNorm: qnDev, kNorm: knDev,
+				rope: ropeDev, slots: slotsDev, NH: NH, NKV: NKV, B: B, eps: eps}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -61,14 +61,8 @@ func (g *gpu) q3GemmWS(name string, out devPtr, xMap, wMap uintptr, rows, K, N, 
 		[]uintptr{xMap, wMap}, append([]uint64{argPtr(out), argInt(rows), argInt(K), argInt(N), argInt(group)}, epilogue...)...)
 }
 
-// q3GemmWSQKVArgs are q3_gemm_ws_qkv's arguments after the GEMM's: the
-// layer's key and value caches (blocks of B tokens), the q_norm and k_norm
-// weights, the step's rotation table and each row's cache slot, as
-// q3_qk_rope_kv takes them.
-func q3GemmWSQKVArgs(kc, vc, qNorm, kNorm, rope, slots devPtr, NH, NKV, B int, eps float32) []uint64 {
-	return []uint64{argPtr(kc), argPtr(vc), argPtr(qNorm), argPtr(kNorm), argPtr(rope), argPtr(slots),
-		argInt(NH), argInt(NKV), argInt(B), argF32(eps)}
-}
+// q3GemmWSQKVArgs are q3_gemm_ws_qkv's arguments after the GEMM's.
+func q3GemmWSQKVArgs(a ropeKV) []uint64 { return append(a.ptrArgs(), a.shapeArgs()...) }
 
 // q3GemmWSQKVFits reports whether q3_gemm_ws_qkv's epilogue takes a
 // block's q|k|v: 128-dim heads, an even number of query and of KV heads (a
@@ -157,11 +151,9 @@ func (s *rotaryStep) qkvRopeKV(l int, w *rotaryLayer) bool {
 	if !ok {
 		return false
 	}
-	d, q, lay := s.d, s.q, &s.p.lay
-	kc, vc := d.kvLayer(l)
+	d, q := s.d, s.q
 	s.end("ws_qkv_rope_kv", d.g.q3GemmWS(q3GemmWSQKV, q.act.qkv, xMap, wMap, s.N, d.cfg.Channels, q.qkvWidth, group,
-		cmp.Or(d.opts.force.gemmWSCluster, q3GemmWSCluster),
-		q3GemmWSQKVArgs(kc, vc, w.qNorm, w.kNorm, q.act.rope, s.p.in(lay.slots), q.NH, q.NKV, d.kv.BlockSizeTokens, q.eps)...))
+		cmp.Or(d.opts.force.gemmWSCluster, q3GemmWSCluster), q3GemmWSQKVArgs(s.ropeKV(l, w))...))
 	q.wsQKVLaunches++
 	return true
 }

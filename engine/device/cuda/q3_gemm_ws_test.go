@@ -129,23 +129,22 @@ func runQ3GemmWSQKVCase(t *testing.T, g *gpu, r *rand.Rand, M, K, NH, NKV, group
 	dqn, dkn, drope, dslots := upload(t, g, qn), upload(t, g, kn), upload(t, g, rope), upload(t, g, slots)
 	xp, wp := testTMAMaps(t, g, dx, M, K, K, q3GemmWSTileM, dW, N, q3GemmWSWBox)
 	cacheElems := blocks * NKV * B * HD
+	rk := func(kc, vc devPtr) ropeKV {
+		return ropeKV{kc: kc, vc: vc, qNorm: dqn, kNorm: dkn, rope: drope, slots: dslots, NH: NH, NKV: NKV, B: B, eps: eps}
+	}
 	type result struct{ qkv, k, v []uint16 }
 	run := func(fused bool) result {
 		qkv := devBuf(t, g, 2*(M+1)*N) // NaN in bf16
 		kc, vc := devBuf(t, g, 2*cacheElems), devBuf(t, g, 2*cacheElems)
 		if fused {
-			if err := g.q3GemmWS(q3GemmWSQKV, qkv, xp, wp, M, K, N, group, cluster,
-				q3GemmWSQKVArgs(kc, vc, dqn, dkn, drope, dslots, NH, NKV, B, eps)...); err != nil {
+			if err := g.q3GemmWS(q3GemmWSQKV, qkv, xp, wp, M, K, N, group, cluster, q3GemmWSQKVArgs(rk(kc, vc))...); err != nil {
 				t.Fatal(err)
 			}
 		} else {
 			if err := g.q3GemmWS(q3GemmWSOut, qkv, xp, wp, M, K, N, group, cluster); err != nil {
 				t.Fatal(err)
 			}
-			warps := M * ceilDiv(NH+2*NKV, rotaryRopeHeads)
-			if err := g.launch(g.kernel("q3_qk_rope_kv"), ceilDiv(warps, 4), 1, 1, 128, 0, argPtr(qkv), argPtr(kc), argPtr(vc),
-				argPtr(dqn), argPtr(dkn), argPtr(drope), argPtr(dslots), argInt(M), argInt(NH), argInt(NKV), argInt(B),
-				argF32(eps)); err != nil {
+			if err := g.launchQKRopeKV(g.kernel("q3_qk_rope_kv"), qkv, M, rk(kc, vc)); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -481,18 +481,48 @@ func (s *rotaryStep) gemm(name string, out devPtr, outType int, inp, w devPtr, k
 	s.end(name, d.g.blas.gemmTyped(d.g.stream, out, outType, oc, inp, w, s.q.actType(), 0, gemmRows(s.N, d.opts.MaxStepTokens), k, oc, epilogueDefault, accumulate))
 }
 
+// ropeKV is what q3_qk_rope_kv and q3_gemm_ws_qkv's epilogue take besides
+// the q|k|v rows: a layer's key and value caches (blocks of B tokens), its
+// q_norm and k_norm weights, the step's rotation table and each row's cache
+// slot (< 0: none).
+type ropeKV struct {
+	kc, vc, qNorm, kNorm, rope, slots devPtr
+	NH, NKV, B                        int
+	eps                               float32
+}
+
+// ptrArgs and shapeArgs are its kernel arguments, in the kernels' order
+// (q3_qk_rope_kv takes the row count between them).
+func (a ropeKV) ptrArgs() []uint64 {
+	return []uint64{argPtr(a.kc), argPtr(a.vc), argPtr(a.qNorm), argPtr(a.kNorm), argPtr(a.rope), argPtr(a.slots)}
+}
+
+func (a ropeKV) shapeArgs() []uint64 {
+	return []uint64{argInt(a.NH), argInt(a.NKV), argInt(a.B), argF32(a.eps)}
+}
+
+// launchQKRopeKV launches k (q3_qk_rope_kv or its fp32 form) over rows rows
+// of qkv: rotaryRopeHeads heads a warp, four warps a block.
+func (g *gpu) launchQKRopeKV(k kernel, qkv devPtr, rows int, a ropeKV) error {
+	warps := rows * ceilDiv(a.NH+2*a.NKV, rotaryRopeHeads)
+	args := append(append([]uint64{argPtr(qkv)}, a.ptrArgs()...), argInt(rows))
+	return g.launch(k, ceilDiv(warps, 4), 1, 1, 128, 0, append(args, a.shapeArgs()...)...)
+}
+
+// ropeKV is layer l's ropeKV in this step.
+func (s *rotaryStep) ropeKV(l int, w *rotaryLayer) ropeKV {
+	kc, vc := s.d.kvLayer(l)
+	return ropeKV{kc: kc, vc: vc, qNorm: w.qNorm, kNorm: w.kNorm, rope: s.q.act.rope, slots: s.p.in(s.p.lay.slots),
+		NH: s.q.NH, NKV: s.q.NKV, B: s.d.kv.BlockSizeTokens, eps: s.q.eps}
+}
+
 // qkRopeKV: q/k RMSNorm and rotation in place, keys and values of every row
 // into layer l's cache (in steps with ropeInAttention the attention does it).
 func (s *rotaryStep) qkRopeKV(l int, w *rotaryLayer) {
 	if s.err != nil || s.ropeInAttention {
 		return
 	}
-	d, q, p, lay := s.d, s.q, s.p, &s.p.lay
-	kc, vc := d.kvLayer(l)
-	warps := s.N * ceilDiv(q.NH+2*q.NKV, rotaryRopeHeads)
-	s.end("qk_rope_kv", d.g.launch(q.k.rope, ceilDiv(warps, 4), 1, 1, 128, 0,
-		argPtr(q.act.qkv), argPtr(kc), argPtr(vc), argPtr(w.qNorm), argPtr(w.kNorm), argPtr(q.act.rope),
-		argPtr(p.in(lay.slots)), argInt(s.N), argInt(q.NH), argInt(q.NKV), argInt(d.kv.BlockSizeTokens), argF32(q.eps)))
+	s.end("qk_rope_kv", s.d.g.launchQKRopeKV(s.q.k.rope, s.q.act.qkv, s.N, s.ropeKV(l, w)))
 }
 
 // attention: the one-token rows through the decode-row kernel, split over
