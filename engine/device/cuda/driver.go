@@ -47,7 +47,8 @@ const (
 	attrComputeCapMinor      = 76
 	attrMaxSharedPerBlockOpt = 97
 
-	funcAttrMaxDynamicShared = 8
+	funcAttrMaxDynamicShared  = 8
+	funcAttrPreferredCarveout = 9
 
 	streamNonBlocking     = 1
 	eventDisableTiming    = 2

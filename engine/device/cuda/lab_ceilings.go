@@ -16,7 +16,7 @@ var ceilingSource string
 
 func init() {
 	labKernelFiles["ceiling.cu"] = ceilingSource
-	labKernelNames = append(labKernelNames, "read_bandwidth", "l2_broadcast_read", "empty_pdl")
+	labKernelNames = append(labKernelNames, "read_bandwidth", "l2_broadcast_read", "empty_pdl", "pdl_probe")
 }
 
 // Ceilings are the device's measured limits, the denominators of the

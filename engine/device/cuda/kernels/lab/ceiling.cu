@@ -48,3 +48,43 @@ extern "C" __global__ void empty_pdl(int unused) {
     grid_dep_launch();
     grid_dep_wait();
 }
+
+__device__ __forceinline__ unsigned long long global_ns() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+// pdl_probe: kernel k of a PDL chain records, by the GPU's global timer,
+// its earliest block start (t[4k]), its earliest return from the grid wait
+// (t[4k + 1]), its latest block end (t[4k + 2]) after spinning spin_ns past
+// the wait, and the longest a block waited after the grid wait for the
+// bytes (a multiple of 4 KiB) it asked for with cp.async before it
+// (t[4k + 3], ns): whether a kernel's blocks start before the one ahead of
+// it has ended, and whether what they copy early has landed by then.
+extern "C" __global__ void pdl_probe(unsigned long long* t, int k, int spin_ns, const uint4* src, int bytes) {
+    extern __shared__ __align__(16) uint4 probe_smem[];
+    const unsigned long long t0 = global_ns();
+    grid_dep_launch();
+    const uint4* from = src + (size_t)blockIdx.x * (bytes / 16);
+    for (int i = threadIdx.x; i < bytes / 16; i += blockDim.x) {
+        const unsigned dst = (unsigned)__cvta_generic_to_shared(probe_smem + i);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(from + i) : "memory");
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    grid_dep_wait();
+    const unsigned long long t1 = global_ns();
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    __syncthreads();
+    const unsigned long long landed = global_ns() - t1;
+    while (global_ns() - t1 < (unsigned long long)spin_ns) {
+    }
+    __syncthreads();
+    const unsigned long long t2 = global_ns();
+    if (threadIdx.x == 0) {
+        atomicMin(&t[4 * k], t0);
+        atomicMin(&t[4 * k + 1], t1);
+        atomicMax(&t[4 * k + 2], t2);
+        atomicMax(&t[4 * k + 3], landed);
+    }
+}
