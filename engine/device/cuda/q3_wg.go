@@ -211,18 +211,23 @@ func (s *rotaryStep) layersWG() {
 	for l := range q.w.layers {
 		w := &q.w.layers[l]
 		s.rmsnorm("rmsnorm_1", q.act.norm, 0, w.ln1, s.N)
-		if oneSlice {
+		switch {
+		case oneSlice:
 			s.wgGemm("wg_qkv", q.act.qkv, q.qkvWidth, q.act.norm, w.qkv, C, q.qkvWidth, wgOutBF16)
-		} else {
+			s.qkRopeKV(l, w)
+		case s.qkvRopeKV(l, w): // only where the lab lowers q3_gemm_ws.cu's threshold
+		default:
 			s.gemm("gemm_qkv", q.act.qkv, dataR16BF, q.act.norm, w.qkv, C, q.qkvWidth, false)
+			s.qkRopeKV(l, w)
 		}
-		s.qkRopeKV(l, w)
 		s.attention(l, w)
 		s.wgGemm("wg_o", d.act.residual, C, q.act.att, w.o, A, C, gemvResidual)
 		s.rmsnorm("rmsnorm_2", q.act.norm, 0, w.ln2, s.N)
-		if oneSlice {
+		switch {
+		case oneSlice:
 			s.wgGemm("wg_gate_up_swiglu", q.act.hidden, q.I, q.act.norm, w.gateUp, C, 2*q.I, wgSwiGLUBF16)
-		} else {
+		case s.gateUpSwiGLU(w):
+		default:
 			s.gemm("gemm_gate_up", q.act.gateUp, dataR16BF, q.act.norm, w.gateUp, C, 2*q.I, false)
 			s.swiglu()
 		}

@@ -66,7 +66,8 @@ func TestRotaryLogitsVsCPU(t *testing.T) {
 		{force: forcedPaths{noRopeInAttention: true}}, {force: forcedPaths{noPrefillWG: true}},
 		{force: forcedPaths{kvPrefetchMB: -1}}, {force: forcedPaths{kvPrefetchMB: 1, kvPrefetchAnyRows: true}},
 		{force: forcedPaths{normRowsMin: 1}},
-		{force: forcedPaths{gemmWSMinRows: 1, noRotaryWG: true}}, {force: forcedPaths{gemmWSMinRows: 1, noRotaryWG: true, gemmWSCluster: 1}}} {
+		{force: forcedPaths{gemmWSMinRows: 1, noRotaryWG: true}}, {force: forcedPaths{gemmWSMinRows: 1, noRotaryWG: true, gemmWSCluster: 1}},
+		{force: forcedPaths{gemmWSMinRows: 1}}} {
 		o.MaxStepTokens, o.MaxSeqs = 1024, 64
 		t.Run(fmt.Sprintf("noCUDAGraph=%v_chunkRows=%d_noPDL=%v_cuBLASLt=%v_wgOneSlice=%d_noRopeInAttention=%v_noPrefillWG=%v_kvPrefetch=%d,%v_normRowsMin=%d_gemmWS=%d,%d", o.NoCUDAGraph,
 			o.ChunkRows, o.force.noPDL, o.force.cuBLASLt, o.force.rotaryWGOneSliceRows, o.force.noRopeInAttention,
