@@ -26,38 +26,8 @@ func TestLabQ3GemmWSTime(t *testing.T) {
 	dx, dW := upload(t, g, toBF16(x)), upload(t, g, toBF16(W))
 	out := devBuf(t, g, 2*M*N)
 	xp, wp := testTMAMaps(t, g, dx, M, K, K, q3GemmWSTileM, dW, N, q3GemmWSWBox)
-	start, err := g.drv.eventCreate(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	end, err := g.drv.eventCreate(0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	timeIt := func(what string, launch func() error) {
-		if err := launch(); err != nil { // warm-up (and the cuBLASLt plan)
-			t.Fatal(err)
-		}
-		if err := g.drv.eventRecord(start, g.stream); err != nil {
-			t.Fatal(err)
-		}
-		for range reps {
-			if err := launch(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := g.drv.eventRecord(end, g.stream); err != nil {
-			t.Fatal(err)
-		}
-		if err := g.sync(); err != nil {
-			t.Fatal(err)
-		}
-		ms, err := g.drv.eventElapsedMs(start, end)
-		if err != nil {
-			t.Fatal(err)
-		}
-		us := float64(ms) * 1000 / reps
-		t.Logf("%-32s %8.1f us", what, us)
+		t.Logf("%-32s %8.1f us", what, labTimeUs(t, g, reps, launch))
 	}
 	for _, name := range []string{q3GemmWSSwiGLU, q3GemmWSOut} {
 		for _, cluster := range []int{1, 2} {

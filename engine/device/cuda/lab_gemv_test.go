@@ -79,14 +79,6 @@ func TestLabQ3GemvChainTime(t *testing.T) {
 		}
 		return nil
 	}
-	start, err := g.drv.eventCreate(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	end, err := g.drv.eventCreate(0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	timeChain := func(what string, v variant, rows int) {
 		graph, exec, err := g.capture(func() error { return chain(v, rows) })
 		if err != nil {
@@ -94,29 +86,10 @@ func TestLabQ3GemvChainTime(t *testing.T) {
 		}
 		defer purego.SyscallN(g.drv.cuGraphDestroy, graph)
 		defer purego.SyscallN(g.drv.cuGraphExecDestroy, exec)
-		run := func() {
-			if r, _, _ := purego.SyscallN(g.drv.cuGraphLaunch, exec, g.stream); r != cuSuccess {
-				t.Fatal(g.drv.check("cuGraphLaunch", r))
-			}
-		}
-		run()
-		if err := g.drv.eventRecord(start, g.stream); err != nil {
-			t.Fatal(err)
-		}
-		for range reps {
-			run()
-		}
-		if err := g.drv.eventRecord(end, g.stream); err != nil {
-			t.Fatal(err)
-		}
-		if err := g.sync(); err != nil {
-			t.Fatal(err)
-		}
-		ms, err := g.drv.eventElapsedMs(start, end)
-		if err != nil {
-			t.Fatal(err)
-		}
-		us := float64(ms) * 1000 / reps
+		us := labTimeUs(t, g, reps, func() error {
+			r, _, _ := purego.SyscallN(g.drv.cuGraphLaunch, exec, g.stream)
+			return g.drv.check("cuGraphLaunch", r)
+		})
 		t.Logf("%-36s rows %2d: %7.1f us a chain, %5.2f us a layer, %4.2f TB/s", what, rows, us, us/L,
 			float64(L*2*(qkvW*C+C*att+2*I*C+C*I))/us/1e6)
 	}
