@@ -6,6 +6,9 @@ import (
 	_ "embed"
 	"fmt"
 	"runtime"
+	"slices"
+
+	"github.com/ebitengine/purego"
 )
 
 // ceiling.cu's kernels: the DRAM read ceiling, L2's broadcast rate and an
@@ -87,10 +90,12 @@ func (d *Device) timeMedian(reps int, fn func() error) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
+	defer purego.SyscallN(g.drv.cuEventDestroy, start)
 	end, err := g.drv.eventCreate(0)
 	if err != nil {
 		return 0, err
 	}
+	defer purego.SyscallN(g.drv.cuEventDestroy, end)
 	if err := fn(); err != nil {
 		return 0, err
 	}
@@ -114,13 +119,7 @@ func (d *Device) timeMedian(reps int, fn func() error) (float64, error) {
 		}
 		times = append(times, float64(ms))
 	}
-	for i := range times {
-		for j := i + 1; j < len(times); j++ {
-			if times[j] < times[i] {
-				times[i], times[j] = times[j], times[i]
-			}
-		}
-	}
+	slices.Sort(times)
 	return times[len(times)/2], nil
 }
 

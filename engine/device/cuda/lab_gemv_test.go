@@ -15,18 +15,18 @@ import (
 // Qwen3-0.6B's 28 layers of small-step projections alone (q3_gemv.cu: q|k|v
 // and gate|up with their RMSNorm, o_proj and down_proj into the residual;
 // no attention), captured in one graph with programmatic dependent launch
-// as a step captures them, at 1 and 8 rows, with the product's blocks an SM
-// and fewer, with the driver's shared-memory carveout and then with every
-// kernel asking for 100%: numbers for a log, no verdict.
+// as a step captures them (the median of 20 replays), at 1 and 8 rows,
+// with the product's blocks an SM and fewer, with the driver's
+// shared-memory carveout and then with every kernel asking for 100%:
+// numbers for a log, no verdict.
 func TestLabQ3GemvChainTime(t *testing.T) {
 	if os.Getenv("ROSEINFER_LAB_GEMV") != "1" {
 		t.Skip("set ROSEINFER_LAB_GEMV=1 to time the projections' chain")
 	}
 	g := testGPU(t)
-	pdl := g.pdl
-	g.pdl = true // as NewDevice launches (testGPU's gpu launches without PDL)
-	t.Cleanup(func() { g.pdl = pdl })
-	const L, C, att, I, reps = 28, 1024, 2048, 3072, 20
+	keepPDL(t, g)
+	g.pdl = true // as NewDevice launches
+	const L, C, att, I = 28, 1024, 2048, 3072
 	qkvW := (16 + 2*8) * 128
 	r := rand.New(rand.NewPCG(3, 4))
 	type layer struct{ qkv, o, gu, down, ln1, ln2 devPtr }
@@ -80,16 +80,11 @@ func TestLabQ3GemvChainTime(t *testing.T) {
 		return nil
 	}
 	timeChain := func(what string, v variant, rows int) {
-		graph, exec, err := g.capture(func() error { return chain(v, rows) })
+		ms, err := d.timeGraph(func() error { return chain(v, rows) })
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer purego.SyscallN(g.drv.cuGraphDestroy, graph)
-		defer purego.SyscallN(g.drv.cuGraphExecDestroy, exec)
-		us := labTimeUs(t, g, reps, func() error {
-			r, _, _ := purego.SyscallN(g.drv.cuGraphLaunch, exec, g.stream)
-			return g.drv.check("cuGraphLaunch", r)
-		})
+		us := 1000 * ms
 		t.Logf("%-36s rows %2d: %7.1f us a chain, %5.2f us a layer, %4.2f TB/s", what, rows, us, us/L,
 			float64(L*2*(qkvW*C+C*att+2*I*C+C*I))/us/1e6)
 	}
@@ -119,9 +114,9 @@ func TestLabPDLDepth(t *testing.T) {
 		t.Skip("set ROSEINFER_LAB_GEMV=1 to probe the PDL chain")
 	}
 	g := testGPU(t)
-	pdl := g.pdl
-	t.Cleanup(func() { g.pdl = pdl })
+	keepPDL(t, g)
 	const n, spin = 8, 5000
+	d := &Device{g: g}
 	k := g.kernel("pdl_probe")
 	if err := g.setMaxDynamicSmem(k, 100*1024); err != nil {
 		t.Fatal(err)
@@ -157,8 +152,7 @@ func TestLabPDLDepth(t *testing.T) {
 			t.Fatal(g.drv.check("cuGraphLaunch", r))
 		}
 		got := download[uint64](t, g, ts, 4*n)
-		purego.SyscallN(g.drv.cuGraphExecDestroy, exec)
-		purego.SyscallN(g.drv.cuGraphDestroy, graph)
+		d.destroyGraph(&decodeGraph{graph: graph, exec: exec})
 		line := fmt.Sprintf("pdl %-5v grid %d smem %3d KiB copy %2d KiB, us (start/wait/end/landed):", c.pdl, c.grid, c.smem>>10, c.bytes>>10)
 		for i := range n {
 			line += fmt.Sprintf(" %.1f/%.1f/%.1f/%.2f", float64(got[4*i]-got[0])/1e3, float64(got[4*i+1]-got[0])/1e3,
@@ -166,4 +160,12 @@ func TestLabPDLDepth(t *testing.T) {
 		}
 		t.Log(line)
 	}
+}
+
+// keepPDL restores g's PDL flag after t: the lab tests that time a chain
+// turn it on, as NewDevice launches, where testGPU's gpu launches without
+// it.
+func keepPDL(t *testing.T, g *gpu) {
+	pdl := g.pdl
+	t.Cleanup(func() { g.pdl = pdl })
 }
