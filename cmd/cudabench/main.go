@@ -73,7 +73,7 @@ func main() {
 	flag.StringVar(&o.ncuBatches, "ncu-batches", "", "only run one profiled decode step per batch size (for ncu --profile-from-start off)")
 	flag.StringVar(&o.sampling, "sampling", "T0.7/p0.9/k50", "sampling of every step: greedy or T<temperature>/p<top_p>/k<top_k> (T0.6/p1/k0: nano-vllm's protocol)")
 	flag.StringVar(&o.gemmChain, "gemm-chain", "", "only run the projection diagnostics at these row counts (e.g. 64,128)")
-	flag.BoolVar(&o.persistProbe, "persist-probe", false, "only run the persistent batch-1 layer loop probe (persist.cu; a Qwen3 preset on Hopper)")
+	flag.BoolVar(&o.persistProbe, "persist-probe", false, "only run the batch-1 layer loop probes (persist.cu, flow.cu; a Qwen3 preset on Hopper)")
 	flag.StringVar(&o.chunkProfile, "chunk-profile", "", "only time and profile per op a prompt chunk of N new tokens after M cached (N@M), eager")
 	flag.StringVar(&o.prefillSizes, "prefill-sizes", "", "only time one whole-prompt prefill of each of these lengths, in order, on the fresh device (first-time costs)")
 	variants := flag.String("variants", "", "semicolon-separated decode variants to time: graph, no graph (default all)")
@@ -186,6 +186,11 @@ func run(o options) error {
 	}
 	if o.persistProbe {
 		report, err := d.PersistProbe(20)
+		fmt.Print(report)
+		if err != nil {
+			return err
+		}
+		report, err = d.FlowProbe(20)
 		fmt.Print(report)
 		return err
 	}

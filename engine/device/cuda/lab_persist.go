@@ -55,29 +55,11 @@ func (d *Device) PersistProbe(reps int) (string, error) {
 			return "", fmt.Errorf("cuda: the persistent probe does not fit %d rows x %d on %d SMs", p[0], p[1], G)
 		}
 	}
-	// The reference first: the device's step of one token.
-	const token = 1000
-	batch := device.Batch{Seqs: []device.Seq{{SeqID: 1, Tokens: []int32{token}, BlockTable: []int32{0}, Sample: true,
-		Params: sample.Params{Temperature: 0, TopP: 1}, BannedToken: -1}}}
-	if _, err := d.Forward(&batch, nil); err != nil {
-		return "", err
-	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if err := g.bind(); err != nil {
+	want, x0, err := d.probeReference()
+	if err != nil {
 		return "", err
-	}
-	want := make([]float32, C)
-	if err := g.drv.dtoh(unsafe.Pointer(&want[0]), d.act.residual, 4*C); err != nil {
-		return "", err
-	}
-	emb := make([]uint16, C)
-	if err := g.drv.dtoh(unsafe.Pointer(&emb[0]), q.w.wte+devPtr(2*token*C), 2*C); err != nil {
-		return "", err
-	}
-	x0 := make([]float32, C)
-	for i, h := range emb {
-		x0[i] = math.Float32frombits(uint32(h) << 16)
 	}
 	layers := make([]uint64, 0, 6*len(q.w.layers))
 	for _, l := range q.w.layers {
@@ -157,4 +139,35 @@ func relDiff(a, b []float32) float64 {
 		den += float64(b[i]) * float64(b[i])
 	}
 	return math.Sqrt(num / den)
+}
+
+// probeReference runs the device's own one-token step at position 0 and
+// returns the residual stream it ends with and the token's embedding, the
+// layer probes' input: at position 0 attention over the one key is its
+// value, so a probe that skips attention computes the same step. The caller
+// holds its OS thread, which probeReference leaves bound to the GPU.
+func (d *Device) probeReference() (want, x0 []float32, err error) {
+	q, g, C := d.q3, d.g, d.cfg.Channels
+	const token = 1000
+	batch := device.Batch{Seqs: []device.Seq{{SeqID: 1, Tokens: []int32{token}, BlockTable: []int32{0}, Sample: true,
+		Params: sample.Params{Temperature: 0, TopP: 1}, BannedToken: -1}}}
+	if _, err := d.Forward(&batch, nil); err != nil {
+		return nil, nil, err
+	}
+	if err := g.bind(); err != nil {
+		return nil, nil, err
+	}
+	want = make([]float32, C)
+	if err := g.drv.dtoh(unsafe.Pointer(&want[0]), d.act.residual, 4*C); err != nil {
+		return nil, nil, err
+	}
+	emb := make([]uint16, C)
+	if err := g.drv.dtoh(unsafe.Pointer(&emb[0]), q.w.wte+devPtr(2*token*C), 2*C); err != nil {
+		return nil, nil, err
+	}
+	x0 = make([]float32, C)
+	for i, h := range emb {
+		x0[i] = math.Float32frombits(uint32(h) << 16)
+	}
+	return want, x0, nil
 }
