@@ -45,7 +45,7 @@ func (o *engineOptions) addFlags(fs *pflag.FlagSet) {
 	boolPair(fs, &o.OverlapSchedule, "overlap-schedule", "sim and cuda: plan step N+1 while step N runs (cpu runs synchronously)")
 	fs.IntVar(&o.CUDAChunkRows, "cuda-chunk-rows", o.CUDAChunkRows, "cuda device: steps whose prompt chunks have at most this many tokens run through the decode kernels and graphs (0 = default 16, negative = decode tokens only)")
 	fs.StringVar(&o.DType, "dtype", o.DType, "precision: auto (cpu float32; cuda float16 for GPT-2, bfloat16 for Qwen3), or float32 to run Qwen3 on cuda in fp32 (slower; for checking numerics)")
-	fs.Float64Var(&o.GPUMemoryUtilization, "gpu-memory-utilization", o.GPUMemoryUtilization, "cuda device: fraction of GPU memory for weights, activations and KV cache when --kv-cache-tokens is 0")
+	fs.Float64Var(&o.GPUMemoryUtilization, "gpu-memory-utilization", o.GPUMemoryUtilization, "cuda device: fraction of the GPU's memory this server may take for weights, activations and KV cache when --kv-cache-tokens is 0 (per server: two at 0.4 share a GPU)")
 }
 
 // launchOptions are the options with the µs flags turned into durations.

@@ -29,9 +29,10 @@ type Options struct {
 	// GraphBatchSizes are the decode batch sizes captured as CUDA graphs; a
 	// decode step is padded to the next one (larger steps run eagerly).
 	GraphBatchSizes []int
-	// GPUMemoryUtilization is the fraction of the GPU's memory the process
+	// GPUMemoryUtilization is the fraction of the GPU's memory this process
 	// may use (weights + activations + KV cache) when New is given
-	// KVConfig.NumBlocks <= 0; KVConfig() then reports the blocks chosen.
+	// KVConfig.NumBlocks <= 0, whatever other processes hold (vLLM's
+	// meaning: kvPoolBlocks); KVConfig() then reports the blocks chosen.
 	GPUMemoryUtilization float64
 	// ChunkRows: a step whose sequences each bring at most this many tokens
 	// (decode steps, and the short uncached tail of a prompt whose prefix is
@@ -120,6 +121,8 @@ type Device struct {
 	instr  instrumentation
 	q3     *rotaryState // the rotary block's weights, buffers and kernels (qwen3.go); nil for GPT-2's step
 	closed bool
+
+	freeAtOpen int // device memory free once the context was made, before this device allocated
 }
 
 // kvCache is the paged KV cache: one allocation holding every block.
@@ -252,6 +255,10 @@ func New(w *model.Weights, kv device.KVConfig, opts Options) (*Device, error) {
 	}
 	g.pdl = !opts.force.noPDL
 	d := &Device{g: g, cfg: w.Config, kv: kv, opts: opts}
+	if d.freeAtOpen, _, err = g.drv.memInfo(); err != nil {
+		d.closeLocked()
+		return nil, err
+	}
 	d.queue.prevRow = map[uint64]int{}
 	d.graphs.byKey = map[graphKey]*decodeGraph{}
 	if err := d.init(w); err != nil {
@@ -394,6 +401,29 @@ func (d *Device) kvElemBytes() int {
 	return 2
 }
 
+// kvFreeMargin is the device memory the KV pool leaves free when free
+// memory, not the utilization, bounds it: graph captures and cuBLASLt plans
+// allocate after the pool.
+const kvFreeMargin = 1 << 30
+
+// kvPoolBlocks sizes the KV pool from the utilization, as vLLM's
+// gpu_memory_utilization: a limit on this process's own memory (util ×
+// total, less what the device allocated since it opened: freeAtOpen − free),
+// so that two servers at 0.4 each share one GPU. Where other processes leave
+// less than that free, the pool takes what is free less kvFreeMargin. The
+// cuBLASLt workspace is kept back too, and one block of per bytes is the
+// scratch block.
+func kvPoolBlocks(total, freeAtOpen, free int, util float64, per int) (int, error) {
+	own := max(0, freeAtOpen-free)
+	budget := min(int(float64(total)*util)-own, free-kvFreeMargin) - gemmWorkspaceBytes
+	if n := budget/per - 1; n >= 1 {
+		return n, nil
+	}
+	return 0, fmt.Errorf("cuda: no memory left for the KV cache: utilization %.2f of %d MB allows %d MB, this server "+
+		"already holds %d MB (weights and buffers) and %d MB are free; raise --gpu-memory-utilization, set "+
+		"--kv-cache-tokens, or free the GPU", util, total>>20, int(float64(total)*util)>>20, own>>20, free>>20)
+}
+
 // allocKV makes the one allocation that holds every KV block (plus the
 // scratch block), sized from free memory when no count was given.
 func (d *Device) allocKV() error {
@@ -403,11 +433,8 @@ func (d *Device) allocKV() error {
 		if err != nil {
 			return err
 		}
-		budget := int(float64(total)*d.opts.GPUMemoryUtilization) - (total - free) - gemmWorkspaceBytes
-		d.kv.NumBlocks = budget/per - 1
-		if d.kv.NumBlocks < 1 {
-			return fmt.Errorf("cuda: no memory left for the KV cache (%d MB free of %d MB, utilization %.2f)",
-				free>>20, total>>20, d.opts.GPUMemoryUtilization)
+		if d.kv.NumBlocks, err = kvPoolBlocks(total, d.freeAtOpen, free, d.opts.GPUMemoryUtilization, per); err != nil {
+			return err
 		}
 	}
 	blocks := d.kv.NumBlocks + 1
