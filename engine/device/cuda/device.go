@@ -414,18 +414,18 @@ const kvFreeMargin = 1 << 30
 // cuBLASLt workspace is kept back too, and one block of per bytes is the
 // scratch block.
 func kvPoolBlocks(total, freeAtOpen, free int, util float64, per int) (int, error) {
-	own := max(0, freeAtOpen-free)
-	budget := min(int(float64(total)*util)-own, free-kvFreeMargin) - gemmWorkspaceBytes
+	limit, own := int(float64(total)*util), max(0, freeAtOpen-free)
+	budget := min(limit-own, free-kvFreeMargin) - gemmWorkspaceBytes
 	if n := budget/per - 1; n >= 1 {
 		return n, nil
 	}
 	return 0, fmt.Errorf("cuda: no memory left for the KV cache: utilization %.2f of %d MB allows %d MB, this server "+
 		"already holds %d MB (weights and buffers) and %d MB are free; raise --gpu-memory-utilization, set "+
-		"--kv-cache-tokens, or free the GPU", util, total>>20, int(float64(total)*util)>>20, own>>20, free>>20)
+		"--kv-cache-tokens, or free the GPU", util, total>>20, limit>>20, own>>20, free>>20)
 }
 
 // allocKV makes the one allocation that holds every KV block (plus the
-// scratch block), sized from free memory when no count was given.
+// scratch block), sized by kvPoolBlocks when no count was given.
 func (d *Device) allocKV() error {
 	per := kvBytesPerBlock(d.cfg, d.kv.BlockSizeTokens, d.kvElemBytes())
 	if d.kv.NumBlocks <= 0 {

@@ -5,7 +5,6 @@ package cuda
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"testing"
 )
 
@@ -16,9 +15,7 @@ import (
 // columns) against cuBLASLt and q3_qk_rope_kv: numbers for a log, no
 // verdict (TestQ3GemmWS and TestQ3GemmWSQKV hold the values).
 func TestLabQ3GemmWSTime(t *testing.T) {
-	if os.Getenv("ROSEINFER_LAB_GEMMWS") != "1" {
-		t.Skip("set ROSEINFER_LAB_GEMMWS=1 to time q3_gemm_ws.cu")
-	}
+	labOptIn(t, "ROSEINFER_LAB_GEMMWS", "time q3_gemm_ws.cu")
 	g := wsTestGPU(t)
 	const M, K, N, reps = 16384, 1024, 6144, 20
 	r := rand.New(rand.NewPCG(1, 2))

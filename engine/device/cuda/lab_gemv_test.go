@@ -20,9 +20,7 @@ import (
 // shared-memory carveout and then with every kernel asking for 100%:
 // numbers for a log, no verdict.
 func TestLabQ3GemvChainTime(t *testing.T) {
-	if os.Getenv("ROSEINFER_LAB_GEMV") != "1" {
-		t.Skip("set ROSEINFER_LAB_GEMV=1 to time the projections' chain")
-	}
+	labOptIn(t, "ROSEINFER_LAB_GEMV", "time the projections' chain")
 	g := testGPU(t)
 	keepPDL(t, g)
 	g.pdl = true // as NewDevice launches
@@ -110,9 +108,7 @@ func TestLabQ3GemvChainTime(t *testing.T) {
 // how far ahead of its predecessors a kernel of a PDL chain begins, by
 // grid size and shared memory, and whether its early copies run then.
 func TestLabPDLDepth(t *testing.T) {
-	if os.Getenv("ROSEINFER_LAB_GEMV") != "1" {
-		t.Skip("set ROSEINFER_LAB_GEMV=1 to probe the PDL chain")
-	}
+	labOptIn(t, "ROSEINFER_LAB_GEMV", "probe the PDL chain")
 	g := testGPU(t)
 	keepPDL(t, g)
 	const n, spin = 8, 5000
@@ -159,6 +155,15 @@ func TestLabPDLDepth(t *testing.T) {
 				float64(got[4*i+2]-got[0])/1e3, float64(got[4*i+3])/1e3)
 		}
 		t.Log(line)
+	}
+}
+
+// labOptIn skips a lab timing test unless env is 1: such tests print
+// numbers for a log and take the GPU for a while.
+func labOptIn(t *testing.T, env, what string) {
+	t.Helper()
+	if os.Getenv(env) != "1" {
+		t.Skipf("set %s=1 to %s", env, what)
 	}
 }
 
